@@ -1,0 +1,197 @@
+"""The columnar event table: one per rank, a fixed schema of numpy columns.
+
+Times are absolute int64 nanoseconds (``baseTimeNanoseconds`` applied when the trace has it).
+Strings (names, categories, process-group fields, dtypes, ops) are interned per table in ``strings``;
+string columns hold int32 ids into it, -1 for "absent". Integer columns use -1 for "absent".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+
+class EventKind(enum.IntEnum):
+    """What an event is, for the analyzers. Only the loader decides this."""
+
+    KERNEL = 0  # device compute kernel (anything that is not communication, copy, set or sync)
+    COMM = 1  # communication interval: NCCL/RCCL/... kernel, or a gloo worker-thread span on CPU runs
+    MEMCPY = 2
+    MEMSET = 3
+    SYNC = 4  # device sync / stream wait, and tracekit's Work.wait annotations on CPU runs
+    CPU_OP = 5  # host operator that counts as compute on CPU-only runs
+    CPU_COMM_OP = 6  # host side of a collective (c10d::*, record_param_comms, ops on gloo worker threads)
+    ANNOTATION = 7  # user annotation (record_function) and GPU user annotations
+    RUNTIME = 8  # cuda/hip runtime and driver calls (kernel launches)
+    STEP = 9  # ProfilerStep#N
+    MEMORY = 10  # [memory] instant events of profile_memory
+    OTHER = 11
+
+
+DEVICE_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)
+
+# column name -> numpy dtype. Order is the schema order (also in Parquet).
+COLUMNS: dict[str, np.dtype] = {
+    "ts_ns": np.dtype(np.int64),
+    "dur_ns": np.dtype(np.int64),
+    "kind": np.dtype(np.int8),
+    "device": np.dtype(np.int16),  # -1 for host events
+    "pid": np.dtype(np.int64),
+    "stream": np.dtype(np.int64),  # device stream for device events, thread id for host events
+    "name_id": np.dtype(np.int32),
+    "cat_id": np.dtype(np.int32),
+    "correlation": np.dtype(np.int64),
+    "external_id": np.dtype(np.int64),
+    "step": np.dtype(np.int32),  # ProfilerStep index, -1 outside any step
+    # collective columns (kernel args, or the linked record_param_comms / tracekit annotation)
+    "coll_op_id": np.dtype(np.int32),  # normalised op: all_reduce, all_gather, reduce_scatter, ...
+    "pg_name_id": np.dtype(np.int32),
+    "pg_desc_id": np.dtype(np.int32),
+    "pg_ranks_id": np.dtype(np.int32),  # e.g. "[0, 1]"
+    "group_size": np.dtype(np.int32),
+    "dtype_id": np.dtype(np.int32),
+    "in_nelems": np.dtype(np.int64),
+    "out_nelems": np.dtype(np.int64),
+    "in_bytes": np.dtype(np.int64),
+    "out_bytes": np.dtype(np.int64),
+    "in_split_id": np.dtype(np.int32),
+    "out_split_id": np.dtype(np.int32),
+    "seq": np.dtype(np.int64),
+    "src_rank": np.dtype(np.int32),
+    "dst_rank": np.dtype(np.int32),
+    # memory columns ([memory] events) and copy sizes
+    "mem_bytes": np.dtype(np.int64),  # [memory] Bytes (signed delta), memcpy/memset bytes
+    "mem_total": np.dtype(np.int64),  # [memory] Total Allocated
+}
+
+STRING_COLUMNS = tuple(c for c in COLUMNS if c.endswith("_id") and c != "external_id")
+ABSENT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EventTable:
+    """Columns of equal length plus the interned strings they point into. Immutable by convention:
+    operations return new tables; columns are never written in place after construction."""
+
+    columns: Mapping[str, np.ndarray]
+    strings: tuple[str, ...]
+    _index: Mapping[str, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        n = None
+        for name, dtype in COLUMNS.items():
+            col = self.columns.get(name)
+            if col is None:
+                raise ValueError(f"EventTable: missing column {name!r}")
+            if col.dtype != dtype:
+                raise ValueError(f"EventTable: column {name!r} is {col.dtype}, expected {dtype}")
+            if n is None:
+                n = len(col)
+            elif len(col) != n:
+                raise ValueError(f"EventTable: column {name!r} has {len(col)} rows, expected {n}")
+        if self._index is None:
+            object.__setattr__(self, "_index", {s: i for i, s in enumerate(self.strings)})
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def empty(cls) -> "EventTable":
+        return cls({k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}, ())
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, object]]) -> "EventTable":
+        """Build a table from dicts (tests and small synthetic tables). String-valued keys are given
+        without the ``_id`` suffix (``name``, ``cat``, ``coll_op``, ``pg_name``, ...); ``kind`` may be
+        an EventKind or its name."""
+        rows = list(rows)
+        strings: dict[str, int] = {}
+        cols = {k: np.full(len(rows), _default(k), dtype=d) for k, d in COLUMNS.items()}
+        for i, row in enumerate(rows):
+            for key, value in row.items():
+                if value is None:
+                    continue
+                if key + "_id" in STRING_COLUMNS:
+                    cols[key + "_id"][i] = strings.setdefault(str(value), len(strings))
+                elif key == "kind":
+                    cols["kind"][i] = int(EventKind[value] if isinstance(value, str) else value)
+                elif key in COLUMNS:
+                    cols[key][i] = value
+                else:
+                    raise KeyError(f"unknown EventTable field {key!r}")
+        return cls(cols, tuple(strings))
+
+    # -- access ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.columns["ts_ns"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        return self.columns["ts_ns"] + self.columns["dur_ns"]
+
+    def string_id(self, text: str) -> int:
+        """The id of ``text`` in this table, or -1 if it never occurs."""
+        return self._index.get(text, ABSENT)
+
+    def string(self, sid: int) -> str | None:
+        return None if sid < 0 else self.strings[sid]
+
+    def decode(self, column: str) -> np.ndarray:
+        """A string column as an object array of str (None where absent)."""
+        lookup = np.array(list(self.strings) + [None], dtype=object)
+        ids = self.columns[column]
+        return lookup[np.where(ids < 0, len(self.strings), ids)]
+
+    def mask_kind(self, *kinds: EventKind) -> np.ndarray:
+        return np.isin(self.columns["kind"], np.array([int(k) for k in kinds], dtype=np.int8))
+
+    def select(self, mask_or_index: np.ndarray) -> "EventTable":
+        """Rows by boolean mask or integer index; strings are shared, not compacted."""
+        return EventTable({k: v[mask_or_index] for k, v in self.columns.items()}, self.strings, self._index)
+
+    def with_columns(self, **updates: np.ndarray) -> "EventTable":
+        cols = dict(self.columns)
+        for key, value in updates.items():
+            cols[key] = np.asarray(value, dtype=COLUMNS[key])
+        return EventTable(cols, self.strings, self._index)
+
+    def to_pandas(self):
+        """A DataFrame with string columns decoded (for users and notebooks; analyzers use numpy)."""
+        import pandas as pd
+
+        data = {}
+        for key in COLUMNS:
+            if key in STRING_COLUMNS:
+                data[key[:-3]] = self.decode(key)
+            else:
+                data[key] = self.columns[key]
+        df = pd.DataFrame(data)
+        df["kind"] = pd.Categorical.from_codes(df["kind"].astype(int), [k.name for k in EventKind])
+        return df
+
+
+def _default(column: str) -> int:
+    return 0 if column in ("ts_ns", "dur_ns", "kind") else ABSENT
+
+
+def concat_strings(tables: Iterable[EventTable]) -> EventTable:
+    """Concatenate tables, re-interning their strings into one table (rows keep their order)."""
+    tables = list(tables)
+    if not tables:
+        return EventTable.empty()
+    strings: dict[str, int] = {}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
+    for t in tables:
+        remap = np.array([strings.setdefault(s, len(strings)) for s in t.strings] + [ABSENT], dtype=np.int32)
+        for k in COLUMNS:
+            col = t.columns[k]
+            if k in STRING_COLUMNS:
+                col = remap[np.where(col < 0, len(t.strings), col)]
+            parts[k].append(col)
+    return EventTable({k: np.concatenate(v).astype(COLUMNS[k], copy=False) for k, v in parts.items()}, tuple(strings))

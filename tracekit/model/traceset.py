@@ -1,0 +1,119 @@
+"""TraceSet: rank -> EventTable, with the metadata of each rank and of the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Mapping
+
+from .events import EventTable
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessGroup:
+    """One process group as ``distributedInfo.pg_config`` (or a tracekit manifest) describes it."""
+
+    name: str  # pg_name, or the old ``uid`` as text
+    desc: str = ""  # pg_desc: "default_pg", "TENSOR_MODEL_PARALLEL_GROUP", "mesh_tp", "tracekit:tp", ...
+    ranks: tuple[int, ...] = ()
+    size: int = 0
+    backend: str = ""
+    dimension: str = ""  # filled when the manifest or a rule names it; "" = not yet attributed
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "desc": self.desc, "ranks": list(self.ranks), "size": self.size,
+                "backend": self.backend, "dimension": self.dimension}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "ProcessGroup":
+        return cls(str(d.get("name", "")), str(d.get("desc", "")), tuple(int(r) for r in d.get("ranks", ())),
+                   int(d.get("size", 0) or 0), str(d.get("backend", "")), str(d.get("dimension", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    """What one trace file says about its rank and its format."""
+
+    rank: int
+    world_size: int
+    backend: str = ""
+    source: str = ""  # the file it came from
+    process_groups: tuple[ProcessGroup, ...] = ()
+    device_type: str = "cpu"  # "cuda", "rocm" or "cpu" (no device activity at all)
+    device_properties: tuple[Mapping, ...] = ()
+    base_time_ns: int = 0
+    trace_id: str = ""
+    nccl_version: str = ""
+    host_name: str = ""
+    generation: Mapping[str, str] = field(default_factory=dict)  # which format variant was detected
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank, "world_size": self.world_size, "backend": self.backend, "source": self.source,
+            "process_groups": [pg.to_dict() for pg in self.process_groups], "device_type": self.device_type,
+            "device_properties": [dict(p) for p in self.device_properties], "base_time_ns": self.base_time_ns,
+            "trace_id": self.trace_id, "nccl_version": self.nccl_version, "host_name": self.host_name,
+            "generation": dict(self.generation), "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "RankInfo":
+        return cls(
+            rank=int(d["rank"]), world_size=int(d["world_size"]), backend=d.get("backend", ""),
+            source=d.get("source", ""),
+            process_groups=tuple(ProcessGroup.from_dict(p) for p in d.get("process_groups", ())),
+            device_type=d.get("device_type", "cpu"), device_properties=tuple(d.get("device_properties", ())),
+            base_time_ns=int(d.get("base_time_ns", 0)), trace_id=d.get("trace_id", ""),
+            nccl_version=d.get("nccl_version", ""), host_name=d.get("host_name", ""),
+            generation=dict(d.get("generation", {})), warnings=tuple(d.get("warnings", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetadata:
+    """The run as a whole: world size, the parallel layout and anything the tracekit manifest adds."""
+
+    world_size: int
+    backend: str = ""
+    layout: Mapping[str, int] = field(default_factory=dict)  # {"tp": 2, "cp": 2, ...} when known
+    group_dimensions: Mapping[str, str] = field(default_factory=dict)  # pg name or desc -> dimension
+    manifest: Mapping = field(default_factory=dict)  # run.json as written by the collectors, if present
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"world_size": self.world_size, "backend": self.backend, "layout": dict(self.layout),
+                "group_dimensions": dict(self.group_dimensions), "manifest": dict(self.manifest),
+                "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSet:
+    """rank -> EventTable plus metadata. Operations return new TraceSets."""
+
+    tables: Mapping[int, EventTable]
+    ranks_info: Mapping[int, RankInfo]
+    metadata: RunMetadata
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.tables)
+
+    def __iter__(self) -> Iterator[tuple[int, EventTable]]:
+        for r in self.ranks:
+            yield r, self.tables[r]
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def table(self, rank: int) -> EventTable:
+        return self.tables[rank]
+
+    def info(self, rank: int) -> RankInfo:
+        return self.ranks_info[rank]
+
+    def with_tables(self, tables: Mapping[int, EventTable]) -> "TraceSet":
+        return replace(self, tables=dict(tables))
+
+    def subset(self, ranks) -> "TraceSet":
+        keep = [r for r in self.ranks if r in set(ranks)]
+        return TraceSet({r: self.tables[r] for r in keep}, {r: self.ranks_info[r] for r in keep}, self.metadata)
