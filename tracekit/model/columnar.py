@@ -25,13 +25,21 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DROP_CATS = {"Trace", "python_function"}
 
 
-def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str]) -> tuple[EventTable, RankInfo]:
+def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
+                exact: tuple[list, list] | None = None) -> tuple[EventTable, RankInfo]:
+    """``exact``: (ts_ns, dur_ns) per trace event decoded exactly, for ns-resolution epoch timestamps."""
     events = trace.traceEvents or []
     thread_names = {(e.pid, e.tid): e.args.name for e in events
                     if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name}
     flow_cats = {e.cat for e in events if e.ph in ("s", "f")}
-    kept = [e for e in events if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")]
-    table, n_bad = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names)
+    keep = [i for i, e in enumerate(events)
+            if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")]
+    kept = [events[i] for i in keep]
+    if exact is not None and len(exact[0]) == len(events):
+        exact = ([exact[0][i] for i in keep], [exact[1][i] for i in keep])
+    else:
+        exact = None
+    table, n_bad = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names, exact)
     if n_bad:
         warnings.append(f"{path}: dropped {n_bad} events with missing, non-finite or negative times/durations")
     if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
@@ -50,23 +58,38 @@ def _array(values: list, dtype, fill=ABSENT) -> np.ndarray:
 
 
 def _ints(values: list) -> np.ndarray:
-    out = _array(values, np.float64, np.nan)  # None -> nan; ints beyond 2**53 are not ids we need exactly
-    out = np.where(np.isfinite(out) & (np.abs(out) < 2**62), out, ABSENT)
-    return out.astype(np.int64)
+    """int64 column; None, strings, non-finite and out-of-range values become -1 (absent)."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_int_or_absent(v) for v in values], dtype=np.int64)
 
 
-def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict) -> tuple[EventTable, int]:
+def _int_or_absent(v) -> int:
+    if type(v) is int:
+        return v if -2**62 < v < 2**62 else ABSENT
+    if type(v) is float and v == v and abs(v) < 2**62:
+        return int(v)
+    return ABSENT
+
+
+def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> tuple[EventTable, int]:
     ts = _array([e.ts for e in kept], np.float64, np.nan)
     dur = _array([e.dur for e in kept], np.float64, np.nan)
     is_instant = np.array([e.ph == "i" for e in kept], dtype=bool)
     dur = np.where(is_instant & np.isnan(dur), 0.0, dur)
     good = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15) & (dur < 9e15)
     n_bad = int((~good).sum())
+    if exact is not None:
+        ts_ns, dur_ns = _ints(exact[0])[good], _ints(exact[1])[good]
+        dur_ns[is_instant[good] & (dur_ns < 0)] = 0
     if n_bad:
         kept = [e for e, g in zip(kept, good) if g]
         ts, dur = ts[good], dur[good]
-    ts_ns = _to_ns(ts) + np.int64(base_ns)
-    dur_ns = np.rint(dur * 1000.0).astype(np.int64)
+    if exact is None:
+        ts_ns = _to_ns(ts)
+        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
+    ts_ns = ts_ns + np.int64(base_ns)
 
     strings: dict[str, int] = {}
     name_codes, name_uniques = pd.factorize(np.array([e.name for e in kept], dtype=object))

@@ -16,7 +16,7 @@ from ..errors import MissingRankError, TraceFormatError
 from .cache import read_cache, write_cache
 from .classify import RuleSet
 from .columnar import build_table
-from .decode import DEFAULT_MAX_BYTES, decode, read_bytes
+from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
 from .events import EventTable
 from .traceset import RankInfo, RunMetadata, TraceSet
 
@@ -41,8 +41,9 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
             return hit
     data = read_bytes(path, options.max_bytes)
     trace, warnings = decode(data, path)
+    exact = exact_times_ns(data) if needs_exact_times(trace) else None
     del data
-    table, info = build_table(trace, path, options.rules, warnings)
+    table, info = build_table(trace, path, options.rules, warnings, exact)
     if options.cache:
         write_cache(path, options, table, info)
     return table, info
