@@ -5,7 +5,9 @@ from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, T
 
 __version__ = "0.1.0"
 
+from .analyzers import Summary, analyze  # noqa: E402 -- after __version__, which the summary reads
+
 __all__ = [
     "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MissingRankError", "ProcessGroup", "RankInfo",
-    "RunMetadata", "TraceFormatError", "TraceSet", "TracekitError", "__version__",
+    "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__", "analyze",
 ]

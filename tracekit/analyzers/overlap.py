@@ -1,0 +1,184 @@
+"""Hidden and exposed communication per rank, step, stream and collective instance (DESIGN.md definitions).
+
+K = union of compute (device KERNELs; on CPU-only runs, CPU_OPs minus the host's SYNC waits), C = union of
+COMM. A step's figures use the events the step launched (the loader's ``step`` column) and hold its
+communication against *all* compute: hidden_N = |C_N ∩ K|. Wall and idle are the step window's own time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.events import EventKind, EventTable
+from ..model.traceset import RankInfo
+from . import intervals as iv
+from .instances import Instances, instances_from_table
+
+
+@dataclass(frozen=True, slots=True)
+class StepOverlap:
+    step: int | None  # None for a rank's totals
+    wall_ns: int
+    compute_ns: int
+    comm_ns: int
+    hidden_comm_ns: int
+    exposed_comm_ns: int
+    idle_ns: int
+    memcpy_ns: int
+    memset_ns: int
+    multi_stream_comm_ns: int
+
+    @property
+    def overlap_ratio(self) -> float:
+        return self.hidden_comm_ns / self.comm_ns if self.comm_ns else 0.0
+
+    def to_dict(self) -> dict:
+        d = {} if self.step is None else {"step": self.step}
+        for key in ("wall", "compute", "comm", "hidden_comm", "exposed_comm"):
+            d[f"{key}_us"] = getattr(self, f"{key}_ns") / 1e3
+        d["overlap_ratio"] = self.overlap_ratio
+        for key in ("idle", "memcpy", "memset", "multi_stream_comm"):
+            d[f"{key}_us"] = getattr(self, f"{key}_ns") / 1e3
+        return d
+
+    @staticmethod
+    def total(steps: "tuple[StepOverlap, ...]") -> "StepOverlap":
+        sums = [sum(getattr(s, f) for s in steps) for f in _ADDITIVE]
+        return StepOverlap(None, *sums)
+
+
+_ADDITIVE = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",
+             "memset_ns", "multi_stream_comm_ns")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOverlap:
+    stream: int
+    comm_ns: int
+    hidden_comm_ns: int
+    exposed_comm_ns: int
+
+    def to_dict(self) -> dict:
+        return {"stream": self.stream, "comm_us": self.comm_ns / 1e3, "hidden_comm_us": self.hidden_comm_ns / 1e3,
+                "exposed_comm_us": self.exposed_comm_ns / 1e3}
+
+
+@dataclass(frozen=True, slots=True)
+class RankOverlap:
+    rank: int
+    device_type: str
+    steps: tuple[StepOverlap, ...]
+    totals: StepOverlap
+    streams: tuple[StreamOverlap, ...]
+    instances: Instances
+    warnings: tuple[str, ...] = ()
+
+    def ratio_over(self, steps) -> float:
+        """The overlap ratio over a subset of steps (e.g. all but the last, as HTA analyses)."""
+        chosen = [s for s in self.steps if s.step in set(steps)]
+        comm = sum(s.comm_ns for s in chosen)
+        return sum(s.hidden_comm_ns for s in chosen) / comm if comm else 0.0
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "steps": [s.to_dict() for s in self.steps], "totals": self.totals.to_dict(),
+                "streams": [s.to_dict() for s in self.streams]}
+
+
+def compute_mask(table: EventTable, device_type: str) -> np.ndarray:
+    return table.mask_kind(EventKind.CPU_OP if device_type == "cpu" else EventKind.KERNEL)
+
+
+def compute_union(table: EventTable, device_type: str) -> iv.Intervals:
+    """K: device kernels, or on CPU-only runs host ops minus the time the host is blocked in a wait."""
+    m = compute_mask(table, device_type)
+    k = iv.union(table["ts_ns"][m], table.end_ns[m])
+    if device_type == "cpu":
+        k = iv.subtract(k, _kind_union(table, EventKind.SYNC))
+    return k
+
+
+def _kind_union(table: EventTable, *kinds: EventKind) -> iv.Intervals:
+    m = table.mask_kind(*kinds)
+    return iv.union(table["ts_ns"][m], table.end_ns[m])
+
+
+def _windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(step ids, window starts, window ends, each event's step) -- one window of the whole trace if the
+    trace has no ProfilerStep."""
+    m = table.mask_kind(EventKind.STEP)
+    if m.any():
+        ids, ws, we = table["step"][m].astype(np.int64), table["ts_ns"][m], table.end_ns[m]
+        _, first = np.unique(ids, return_index=True)  # a step id seen twice (two threads): keep the first
+        order = first[np.argsort(ws[first], kind="stable")]
+        return ids[order], ws[order], we[order], table["step"].astype(np.int64)
+    if len(table) == 0:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    lo, hi = int(table["ts_ns"].min()), int(table.end_ns.max())
+    return np.array([-1]), np.array([lo]), np.array([hi]), np.full(len(table), -1, np.int64)
+
+
+def _per_step(table, mask, step, ids, minus: iv.Intervals | None = None, against: iv.Intervals | None = None):
+    """Per step: |union of the step's events| (minus ``minus``) and, if given, its overlap with ``against``."""
+    g, s, e = iv.union_by_group(step[mask], table["ts_ns"][mask], table.end_ns[mask])
+    lengths = e - s
+    if minus is not None:
+        lengths = lengths - iv.overlap_each(minus, s, e)
+    total = iv.sum_by_key(g, lengths, ids)
+    if against is None:
+        return total, None
+    return total, iv.sum_by_key(g, iv.overlap_each(against, s, e), ids)
+
+
+def _multi_stream(table, comm, step, ids) -> np.ndarray:
+    """Per step: time during which communication of that step runs on two or more streams at once."""
+    if not comm.any():
+        return np.zeros(len(ids), np.int64)
+    st = table["stream"][comm]
+    _, sidx = np.unique(st, return_inverse=True)
+    nstreams = int(sidx.max()) + 1
+    sstep = step[comm]
+    _, pidx = np.unique(sstep, return_inverse=True)
+    key = pidx.astype(np.int64) * nstreams + sidx
+    g, s, e = iv.union_by_group(key, table["ts_ns"][comm], table.end_ns[comm])  # each stream's union
+    step_of_piece = np.unique(sstep)[g // nstreams]
+    g2, s2, e2 = iv.at_least_by_group(step_of_piece, s, e, 2)
+    return iv.sum_by_key(g2, e2 - s2, ids)
+
+
+def rank_overlap(table: EventTable, info: RankInfo) -> RankOverlap:
+    dev = info.device_type
+    ids, ws, we, step = _windows(table)
+    in_steps = np.isin(step, ids)
+    comm = table.mask_kind(EventKind.COMM) & in_steps
+    k = compute_union(table, dev)
+    sync = _kind_union(table, EventKind.SYNC) if dev == "cpu" else None
+    comm_ns, hidden_ns = _per_step(table, comm, step, ids, against=k)
+    compute_ns, _ = _per_step(table, compute_mask(table, dev) & in_steps, step, ids, minus=sync)
+    memcpy_ns, _ = _per_step(table, table.mask_kind(EventKind.MEMCPY) & in_steps, step, ids)
+    memset_ns, _ = _per_step(table, table.mask_kind(EventKind.MEMSET) & in_steps, step, ids)
+    busy = iv.merge(k, _kind_union(table, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET))
+    wall = we - ws
+    idle = wall - iv.length_in_windows(busy, ws, we)
+    multi = _multi_stream(table, comm, step, ids)
+    steps = tuple(
+        StepOverlap(int(ids[i]), int(wall[i]), int(compute_ns[i]), int(comm_ns[i]), int(hidden_ns[i]),
+                    int(comm_ns[i] - hidden_ns[i]), int(idle[i]), int(memcpy_ns[i]), int(memset_ns[i]), int(multi[i]))
+        for i in range(len(ids)))
+    all_comm = table.mask_kind(EventKind.COMM)
+    warnings = []
+    outside = int((all_comm & ~in_steps).sum())
+    if outside:
+        warnings.append(f"rank {info.rank}: {outside} communication events outside every ProfilerStep are left "
+                        "out of the per-step figures")
+    return RankOverlap(info.rank, dev, steps, StepOverlap.total(steps), _streams(table, comm, k),
+                       instances_from_table(table, info.rank, k), tuple(warnings))
+
+
+def _streams(table, comm, k) -> tuple[StreamOverlap, ...]:
+    g, s, e = iv.union_by_group(table["stream"][comm], table["ts_ns"][comm], table.end_ns[comm])
+    streams = np.unique(g)
+    total = iv.sum_by_key(g, e - s, streams)
+    hidden = iv.sum_by_key(g, iv.overlap_each(k, s, e), streams)
+    return tuple(StreamOverlap(int(st), int(t), int(h), int(t - h)) for st, t, h in zip(streams, total, hidden))

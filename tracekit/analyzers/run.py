@@ -1,0 +1,103 @@
+"""The communication analyzer (overlap per rank + cross-rank collectives) and ``tracekit.analyze``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import EmptyWindowError
+from ..model.traceset import TraceSet
+from .collectives import CrossRank, cross_rank
+from .dimensions import dimension_map
+from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
+from .overlap import RankOverlap, rank_overlap
+
+
+@dataclass(frozen=True, slots=True)
+class CommOptions:
+    dim_map: tuple[str, ...] = ()  # "PATTERN=DIM" overrides of the group -> dimension rules
+    align_clocks: bool = True
+    top_unrecognised: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class CommResult:
+    ranks: tuple[RankOverlap, ...]
+    cross: CrossRank
+    unrecognised: tuple[UnrecognisedKernel, ...]
+    multi_rank: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def instances(self) -> Instances:
+        return self.cross.instances
+
+    def rank(self, rank: int) -> RankOverlap:
+        return next(r for r in self.ranks if r.rank == rank)
+
+    def to_dict(self) -> dict:
+        from .summary import comm_sections
+
+        return comm_sections(self)
+
+
+class CommAnalyzer:
+    name: ClassVar[str] = "comm"
+    Options: ClassVar[type] = CommOptions
+
+    def run(self, traces: TraceSet, options: CommOptions = CommOptions()) -> CommResult:
+        if len(traces) == 0:
+            raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
+        dims = dimension_map(traces, options.dim_map)
+        ranks = tuple(rank_overlap(table, traces.info(r)) for r, table in traces)
+        inst = Instances.concat([r.instances for r in ranks])
+        names = np.array([dims.dimension(n, d, _ranks(rk)) for n, d, rk in
+                          zip(inst["pg_name"], inst["pg_desc"], inst["pg_ranks"])], dtype=object)
+        inst = inst.with_columns(dimension=names)
+        multi = len(traces) > 1
+        cross = cross_rank(inst, traces.ranks, options.align_clocks if multi else False)
+        unrec = _merge_unrecognised([unrecognised_kernels(t, options.top_unrecognised) for _, t in traces],
+                                    options.top_unrecognised)
+        warnings = tuple(w for r in ranks for w in r.warnings) + cross.mismatches
+        return CommResult(ranks, cross, unrec, multi, warnings)
+
+
+def _ranks(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in str(text).strip("[]() ").replace(" ", "").split(",") if x)
+    except ValueError:
+        return ()
+
+
+def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:
+    acc: dict[str, list] = {}
+    for items in per_rank:
+        for k in items:
+            a = acc.setdefault(k.name, [0, 0, set()])
+            a[0] += k.count
+            a[1] += k.total_ns
+            a[2].update(k.streams)
+    merged = [UnrecognisedKernel(n, c, t, tuple(sorted(s))) for n, (c, t, s) in acc.items()]
+    return tuple(sorted(merged, key=lambda k: -k.total_ns)[:top])
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What ``tracekit.analyze`` returns: the analyzers' results and the run; ``to_dict()`` is the
+    ``tracekit.summary/1`` JSON contract (docs/summary-schema.md)."""
+
+    traces: TraceSet = field(repr=False)
+    comm: CommResult
+
+    def to_dict(self) -> dict:
+        from .summary import build_summary
+
+        return build_summary(self.traces, self.comm)
+
+
+def analyze(traces: TraceSet, **options) -> Summary:
+    """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``."""
+    opts = CommOptions(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items()})
+    return Summary(traces, CommAnalyzer().run(traces, opts))

@@ -1,0 +1,115 @@
+"""Builds the ``tracekit.summary/1`` dict (docs/summary-schema.md) from the analyzers' results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..model.traceset import TraceSet
+
+SCHEMA = "tracekit.summary/1"
+
+
+def _num(x) -> float | None:
+    """A float for JSON; None (null) for NaN."""
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _us(x) -> float | None:
+    v = _num(x)
+    return None if v is None else v / 1e3
+
+
+def build_summary(traces: TraceSet, comm) -> dict:
+    from .. import __version__
+
+    infos = [traces.info(r) for r in traces.ranks]
+    md = traces.metadata
+    run = {"world_size": md.world_size, "backend": md.backend or (infos[0].backend if infos else ""),
+           "device_type": infos[0].device_type if infos else "cpu", "layout": dict(md.layout),
+           "workload": md.manifest.get("workload", ""), "ranks": traces.ranks,
+           "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
+    out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
+    out.update(comm_sections(comm))
+    out["warnings"] = list(md.warnings) + [w for i in infos for w in i.warnings] + list(comm.warnings)
+    return out
+
+
+def comm_sections(comm) -> dict:
+    df = instances_frame(comm)
+    ranks = []
+    for r in comm.ranks:
+        d = r.to_dict()
+        d["wait_us"] = _us(comm.cross.wait_by_rank_ns.get(r.rank, math.nan)) if comm.multi_rank else None
+        ranks.append(d)
+    return {
+        "ranks": ranks,
+        "by_dimension": _by_dimension(df),
+        "by_process_group": _by_group(df),
+        "collectives": _collectives(df, comm.multi_rank),
+        "clock_offsets": [o.to_dict() for o in comm.cross.offsets],
+        "stragglers": [s.to_dict() for s in comm.cross.stragglers],
+        "unrecognised_kernels": [k.to_dict() for k in comm.unrecognised],
+    }
+
+
+def instances_frame(comm) -> pd.DataFrame:
+    df = pd.DataFrame(dict(comm.instances.columns))
+    df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    df["exposed_ns"] = df["dur_ns"] - df["hidden_ns"]
+    factor = df["busbw_gbps"] / df["algbw_gbps"]
+    df["bus_bytes"] = (df["bytes"] * factor).where(df["transfer_ns"] > 0)
+    df["bw_ns"] = df["transfer_ns"].where(df["bus_bytes"].notna())
+    return df
+
+
+def _agg(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    g = df.groupby(by, sort=True, dropna=False)
+    return pd.DataFrame({
+        "count": g.size(), "bytes": g["bytes"].sum(), "comm_ns": g["dur_ns"].sum(),
+        "hidden_ns": g["hidden_ns"].sum(), "exposed_ns": g["exposed_ns"].sum(),
+        "wait_ns": g["wait_ns"].sum(min_count=1), "transfer_ns": g["transfer_ns"].sum(min_count=1),
+        "bus_bytes": g["bus_bytes"].sum(min_count=1), "bw_ns": g["bw_ns"].sum(min_count=1),
+    }).reset_index()
+
+
+def _by_dimension(df: pd.DataFrame) -> list[dict]:
+    if df.empty:
+        return []
+    out = []
+    for row in _agg(df, ["dimension", "op"]).itertuples(index=False):
+        out.append({"dimension": row.dimension, "op": row.op or "unknown", "count": int(row.count),
+                    "bytes": int(row.bytes), "comm_us": row.comm_ns / 1e3, "hidden_comm_us": row.hidden_ns / 1e3,
+                    "exposed_comm_us": row.exposed_ns / 1e3, "wait_us": _us(row.wait_ns),
+                    "transfer_us": _us(row.transfer_ns), "busbw_gbps": _num(row.bus_bytes / row.bw_ns)
+                    if row.bw_ns == row.bw_ns and row.bw_ns > 0 else None})
+    return out
+
+
+def _by_group(df: pd.DataFrame) -> list[dict]:
+    if df.empty:
+        return []
+    out = []
+    for row in _agg(df, ["pg_name", "pg_desc", "dimension", "pg_ranks"]).itertuples(index=False):
+        ranks = [int(x) for x in str(row.pg_ranks).strip("[]() ").replace(" ", "").split(",") if x.isdigit()]
+        out.append({"pg_name": row.pg_name, "pg_desc": row.pg_desc, "dimension": row.dimension, "ranks": ranks,
+                    "count": int(row.count), "bytes": int(row.bytes), "comm_us": row.comm_ns / 1e3,
+                    "hidden_comm_us": row.hidden_ns / 1e3, "exposed_comm_us": row.exposed_ns / 1e3,
+                    "wait_us": _us(row.wait_ns), "transfer_us": _us(row.transfer_ns)})
+    return out
+
+
+def _collectives(df: pd.DataFrame, multi: bool) -> list[dict]:
+    out = []
+    for r in df.sort_values(["rank", "start_ns"], kind="stable").itertuples(index=False):
+        out.append({"rank": int(r.rank), "step": int(r.step), "op": r.op or "unknown", "pg_name": r.pg_name,
+                    "pg_desc": r.pg_desc, "dimension": r.dimension, "seq": int(r.seq), "stream": int(r.stream),
+                    "name": r.name, "start_us": r.start_ns / 1e3, "dur_us": r.dur_ns / 1e3, "bytes": int(r.bytes),
+                    "hidden_us": r.hidden_ns / 1e3, "exposed_us": r.exposed_ns / 1e3,
+                    "wait_us": _us(r.wait_ns) if multi else None, "transfer_us": _us(r.transfer_ns) if multi else None,
+                    "skew_us": _us(r.skew_ns) if multi else None,
+                    "algbw_gbps": _num(r.algbw_gbps), "busbw_gbps": _num(r.busbw_gbps)})
+    return out
