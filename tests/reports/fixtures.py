@@ -7,6 +7,7 @@ import random
 XSS_SCRIPT = "<script>document.title='pwned';window.__tk_pwned=1</script>"
 XSS_IMG = "<img src=x onerror=\"window.__tk_pwned=2;document.title='pwned'\">"
 TEMPLATE_KERNEL = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<Foo&>(bar)::{lambda()#1}>"
+BOLD_NAME = "gloo:<b>bold</b><br>&amp;"
 OPS = (("tp", "all_gather"), ("tp", "reduce_scatter"), ("cp", "all_to_all"), ("dp", "all_reduce"))
 
 
@@ -32,7 +33,7 @@ def make_summary(n_ranks: int = 4, n_steps: int = 3, per_step: int = 4, seed: in
                 wait = round((dur - hidden) * rng.uniform(0, 1), 3)
                 name = f"gloo:{op}"
                 if hostile and r == 0 and s == 0:
-                    name = (XSS_SCRIPT, XSS_IMG, TEMPLATE_KERNEL, name)[k % 4]
+                    name = (XSS_SCRIPT, XSS_IMG, TEMPLATE_KERNEL, BOLD_NAME)[k % 4]
                 collectives.append({
                     "rank": r, "step": s, "op": op, "pg_name": str(k % 2), "pg_desc": f"tracekit:{dim}",
                     "dimension": dim, "seq": s * per_step + k, "stream": 7, "name": name,

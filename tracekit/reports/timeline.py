@@ -78,23 +78,22 @@ def from_collectives(summary: Mapping) -> dict:
     return {"schema": TIMELINE_SCHEMA, "ranks": out}
 
 
-def merge_gap(series: list[np.ndarray], max_events: int) -> float:
-    """The smallest gap threshold g such that merging intervals closer than or at g leaves <= max_events."""
+def merge_gap(series: list[np.ndarray], max_events: int) -> float | None:
+    """The smallest gap threshold g such that merging intervals closer than or at g leaves <= max_events
+    (or one interval per series, if there are more series than that); None when nothing needs merging."""
     total = sum(len(a) for a in series)
     if total <= max_events:
-        return 0.0
+        return None
     gaps = np.concatenate([a[1:, 0] - a[:-1, 1] for a in series if len(a) > 1] or [np.zeros(0)])
     keep = max_events - sum(1 for a in series if len(a))  # gaps that may stay open
-    if len(gaps) == 0:
-        return 0.0
     gaps = np.sort(gaps)[::-1]
-    if keep <= 0:
-        return float(max(gaps[0], 0.0))  # every series collapses to one interval
-    return float(gaps[keep]) if keep < len(gaps) else 0.0
+    if keep <= 0:  # every series collapses to one interval
+        return float(gaps[0]) if len(gaps) else 0.0
+    return float(gaps[keep])  # keep < len(gaps) because total > max_events
 
 
-def _merge(a: np.ndarray, gap: float) -> np.ndarray:
-    if len(a) < 2 or gap <= 0.0:
+def _merge(a: np.ndarray, gap: float | None) -> np.ndarray:
+    if len(a) < 2 or gap is None:
         return a
     split = np.nonzero(a[1:, 0] - a[:-1, 1] > gap)[0] + 1
     starts = np.concatenate([[0], split])
@@ -127,4 +126,4 @@ def prepare(summary: Mapping, timeline: Mapping | None, max_events: int = DEFAUL
         shown += sum(len(a) for a in merged.values())
         ranks.append({"rank": r["rank"], "step": r.get("step"), "window_us": list(r.get("window_us", [])),
                       "intervals": {c: np.round(a - t0, 3).tolist() for c, a in merged.items()}})
-    return Timeline(tuple(ranks), source, shown, total, gap if shown < total else 0.0)
+    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0))
