@@ -99,3 +99,19 @@ def test_64_rank_report_is_small_and_says_it_downsampled(browser, tmp_path):
         page.screenshot(ARTIFACTS / "report-64rank.png")
     finally:
         page.close()
+
+
+def test_report_from_real_trace_in_browser(browser, tmp_path):
+    """A GPU trace from ../shared/traces through loader + analyzer, checked in the browser (once they land)."""
+    from .test_cli import traces_or_skip
+    from tracekit.cli._analysis import summary_from_traces
+
+    path = next(p for p in traces_or_skip() if p.name.startswith("allreduce-broadcast-2rank-rank0"))
+    summary = summary_from_traces([str(path)])
+    _, page = open_report(browser, tmp_path, summary, "real")
+    try:
+        assert page.errors() == []
+        check_numbers(page, summary)
+        page.screenshot(ARTIFACTS / "report-real-allreduce.png")
+    finally:
+        page.close()
