@@ -1,0 +1,33 @@
+"""Options shared by the commands that load traces."""
+
+from __future__ import annotations
+
+import click
+
+from ..model.classify import RuleSet, load_rules_toml
+from ..model.io import LoadOptions
+
+
+def load_options(f):
+    """--comm-pattern, --comm-rules, --no-cache, --cache-dir, --executor, --max-trace-bytes."""
+    f = click.option("--max-trace-bytes", type=int, default=None,
+                     help="Refuse traces that inflate past this many bytes (default 8 GiB).")(f)
+    f = click.option("--executor", default=None,
+                     help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
+    f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
+    f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache.")(f)
+    f = click.option("--comm-rules", type=click.Path(dir_okay=False), default=None,
+                     help="TOML file of extra [[comm]] classification rules.")(f)
+    f = click.option("--comm-pattern", multiple=True, metavar="REGEX",
+                     help="Extra kernel-name regex that marks communication (repeatable).")(f)
+    return f
+
+
+def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None,
+                       **_ignored) -> LoadOptions:
+    rules = load_rules_toml(comm_rules) if comm_rules else RuleSet()
+    rules = rules.with_patterns(comm_pattern) if comm_pattern else rules
+    opts = LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir)
+    if max_trace_bytes:
+        opts = LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir, max_bytes=max_trace_bytes)
+    return opts

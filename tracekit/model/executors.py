@@ -1,0 +1,68 @@
+"""Per-rank loading is independent work: run it serially, on a local process pool, or on a Dask cluster."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import Executor, ProcessPoolExecutor
+
+from ..errors import ConfigError
+
+
+def _load_one(args):
+    from .io import load_file
+
+    path, options = args
+    return load_file(path, options)
+
+
+def map_files(files: list[str], options, *, executor=None, progress: bool | None = None) -> list:
+    """load_file over ``files``, results in the same order. TracekitErrors propagate unchanged."""
+    jobs = [(f, options) for f in files]
+    if executor is None:
+        executor = "serial" if len(files) == 1 or (os.cpu_count() or 1) == 1 else "process"
+    if isinstance(executor, str) and executor.startswith("dask://"):
+        return _dask_map(jobs, executor[len("dask://"):])
+    if _is_dask_client(executor):
+        return _dask_map(jobs, executor)
+    show = sys.stderr.isatty() if progress is None else progress
+    if executor == "serial":
+        return list(_progress(map(_load_one, jobs), len(jobs), show))
+    if executor == "process":
+        workers = min(len(files), os.cpu_count() or 1)
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            return list(_progress(pool.map(_load_one, jobs), len(jobs), show))
+    if isinstance(executor, Executor):
+        return list(_progress(executor.map(_load_one, jobs), len(jobs), show))
+    raise ConfigError(f"--executor {executor!r}: expected 'serial', 'process' or 'dask://HOST:PORT'")
+
+
+def _progress(iterator, total: int, show: bool):
+    if not show or total < 2:
+        yield from iterator
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("loading traces", total=total)
+        for item in iterator:
+            bar.advance(task)
+            yield item
+
+
+def _is_dask_client(obj) -> bool:
+    return type(obj).__name__ == "Client" and type(obj).__module__.startswith("distributed")
+
+
+def _dask_map(jobs, client_or_address):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ConfigError("the dask executor needs 'dask[distributed]': pip install 'tracekit[dask]'") from None
+    client = client_or_address if _is_dask_client(client_or_address) else Client(client_or_address)
+    try:
+        futures = client.map(_load_one, jobs, pure=False)
+        return client.gather(futures)
+    finally:
+        if client is not client_or_address:
+            client.close()

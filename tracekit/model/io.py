@@ -1,0 +1,151 @@
+"""Loading traces: files, directories and globs -> TraceSet, with a Parquet cache per rank.
+
+Only this package reads the Chrome-trace JSON format. Ranks come from ``distributedInfo``, never from file
+names. Ranks load in parallel on a local process pool (or a Dask cluster, see ``tracekit.model.executors``).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import MissingRankError, TraceFormatError
+from .cache import read_cache, write_cache
+from .classify import RuleSet
+from .columnar import build_table
+from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
+from .events import EventTable
+from .traceset import RankInfo, RunMetadata, TraceSet
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+MANIFEST = "run.json"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    rules: RuleSet = field(default_factory=RuleSet)
+    cache: bool = True
+    cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
+    """One trace file -> (EventTable, RankInfo). Raises TraceFormatError naming the file."""
+    options = options or LoadOptions()
+    if options.cache:
+        hit = read_cache(path, options)
+        if hit is not None:
+            return hit
+    data = read_bytes(path, options.max_bytes)
+    trace, warnings = decode(data, path)
+    exact = exact_times_ns(data) if needs_exact_times(trace) else None
+    del data
+    table, info = build_table(trace, path, options.rules, warnings, exact)
+    if options.cache:
+        write_cache(path, options, table, info)
+    return table, info
+
+
+def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """Expand directories (their *.json / *.json.gz), globs and plain files into a sorted list of files."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    found: list[str] = []
+    for item in items:
+        item = os.fspath(item)
+        if os.path.isdir(item):
+            found += [os.path.join(item, f) for f in sorted(os.listdir(item))
+                      if f.endswith(TRACE_SUFFIXES) and f != MANIFEST and not f.startswith(".")]
+        elif any(ch in item for ch in "*?["):
+            found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
+        elif os.path.exists(item):
+            found.append(item)
+        else:
+            raise TraceFormatError(f"{item}: no such file or directory; pass a trace file, a directory or a glob")
+    if not found:
+        raise TraceFormatError(f"{', '.join(map(os.fspath, items))}: no *.json or *.json.gz traces found")
+    return found
+
+
+def load(paths, *, options: LoadOptions | None = None, executor=None, progress: bool | None = None) -> TraceSet:
+    """Load every rank's trace. ``executor``: None (a local process pool when there are several files),
+    "serial", a ``concurrent.futures`` executor, or a dask ``Client``/"dask://host:port"."""
+    from .executors import map_files
+
+    options = options or LoadOptions()
+    files = find_traces(paths)
+    results = map_files(files, options, executor=executor, progress=progress)
+    return assemble(files, results, _manifest_for(paths))
+
+
+def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict) -> TraceSet:
+    tables: dict[int, EventTable] = {}
+    infos: dict[int, RankInfo] = {}
+    warnings: list[str] = []
+    results = list(results)
+    for path, (table, info) in zip(files, results):
+        rank = info.rank
+        if rank < 0:
+            if len(files) > 1:
+                raise MissingRankError(f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
+                                       "given; load it alone or re-record with torch.distributed initialised")
+            warnings.append(f"{path}: no distributedInfo; treated as rank 0 of a 1-rank run")
+            rank = 0
+        if rank in tables:
+            raise MissingRankError(f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
+                                   "remove the duplicate or load the runs separately")
+        tables[rank], infos[rank] = table, info
+        warnings += list(info.warnings)
+    worlds = {i.world_size for i in infos.values() if i.world_size > 0}
+    if len(worlds) > 1:
+        raise MissingRankError(f"traces of different runs mixed: world sizes {sorted(worlds)} in "
+                               f"{os.path.dirname(files[0]) or '.'}; load each run's directory separately")
+    world = worlds.pop() if worlds else len(tables)
+    missing = sorted(set(range(world)) - set(tables)) if len(tables) > 1 else []
+    if missing:
+        warnings.append(f"ranks {_ranges(missing)} of {world} have no trace; cross-rank figures cover the loaded "
+                        f"ranks only")
+    warnings += _mixed_run_warnings(tables)
+    backend = next((i.backend for i in infos.values() if i.backend), "")
+    layout = dict(manifest.get("layout", {})) if isinstance(manifest.get("layout"), dict) else {}
+    dims = {str(g.get("name")): str(g.get("dimension")) for g in manifest.get("process_groups", [])
+            if isinstance(g, dict) and g.get("dimension")}
+    meta = RunMetadata(world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest,
+                       warnings=tuple(warnings))
+    return TraceSet(tables, infos, meta)
+
+
+def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:
+    """Ranks of one run overlap in time up to clock skew; traces hours apart are from different runs."""
+    starts = {r: int(t["ts_ns"].min()) for r, t in tables.items() if len(t)}
+    if len(starts) < 2:
+        return []
+    lo, hi = min(starts, key=starts.get), max(starts, key=starts.get)
+    gap_s = (starts[hi] - starts[lo]) / 1e9
+    if gap_s > 3600:
+        return [f"rank {hi} starts {gap_s:.0f} s after rank {lo}: these traces look like different runs; "
+                "cross-rank figures will not be meaningful"]
+    return []
+
+
+def _ranges(ranks: list[int]) -> str:
+    if len(ranks) > 8:
+        return f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
+    return ", ".join(map(str, ranks))
+
+
+def _manifest_for(paths) -> dict:
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for item in items:
+        item = os.fspath(item)
+        cand = os.path.join(item if os.path.isdir(item) else os.path.dirname(item), MANIFEST)
+        if os.path.isfile(cand):
+            try:
+                with open(cand, encoding="utf-8") as fh:
+                    data = json.load(fh)
+                return data if isinstance(data, dict) else {}
+            except (OSError, ValueError) as exc:
+                raise TraceFormatError(f"{cand}: unreadable run manifest ({exc}); fix or delete it") from None
+    return {}

@@ -1,0 +1,159 @@
+"""Filling the collective columns: from kernel args, from the host op that launched a kernel, and from
+tracekit's own annotations for gloo spans on CPU runs."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import numpy as np
+
+from . import annotations
+from .classify import dtype_bytes, normalize_op
+from .events import ABSENT, EventKind as K
+
+_STR_FIELDS = ("coll_op_id", "pg_name_id", "pg_desc_id", "pg_ranks_id", "dtype_id", "in_split_id", "out_split_id")
+_INT_FIELDS = ("group_size", "in_nelems", "out_nelems", "in_bytes", "out_bytes", "seq", "src_rank", "dst_rank")
+_FIELDS = _STR_FIELDS + _INT_FIELDS
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _int(value) -> int:
+    try:
+        return int(value) if value is not None and value != "" else ABSENT
+    except (TypeError, ValueError):
+        return ABSENT
+
+
+def fill_collectives(cols, strings: dict[str, int], args, names: list[str], name_codes) -> None:
+    def sid(text: str | None) -> int:
+        return ABSENT if not text else strings.setdefault(text, len(strings))
+
+    def put(i: int, *, op=None, pg_name=None, pg_desc=None, ranks=None, dtype=None, in_split=None,
+            out_split=None, **ints) -> None:
+        for key, value in (("coll_op_id", op), ("pg_name_id", pg_name), ("pg_desc_id", pg_desc),
+                           ("pg_ranks_id", ranks), ("dtype_id", dtype), ("in_split_id", in_split),
+                           ("out_split_id", out_split)):
+            if value:
+                cols[key][i] = sid(value)
+        for key, value in ints.items():
+            if value is not None and value >= 0:
+                cols[key][i] = value
+
+    kind = cols["kind"]
+    # 1. collective args on kernels and on record_param_comms (NCCL traces)
+    for i, a in enumerate(args):
+        if a is None or (a.coll_name is None and a.in_nelems is None and a.in_size is None):
+            continue
+        put(i, op=normalize_op(a.coll_name), pg_name=_text(a.pg_name if a.pg_name is not None else a.pg_id),
+            pg_desc=a.pg_desc, ranks=_text(a.pg_ranks), dtype=a.dtype, in_split=_text(a.in_split),
+            out_split=_text(a.out_split), group_size=_int(a.group_size),
+            in_nelems=_int(a.in_nelems if a.in_nelems is not None else a.in_size),
+            out_nelems=_int(a.out_nelems if a.out_nelems is not None else a.out_size),
+            seq=_int(a.seq), src_rank=_int(a.src_rank), dst_rank=_int(a.dst_rank))
+    # 2. tracekit's own annotations (gloo runs)
+    tk_rows = np.flatnonzero(((kind == K.CPU_COMM_OP) | (kind == K.SYNC)) & (cols["device"] < 0))
+    parsed: dict[int, annotations.CommAnnotation] = {}
+    for i in tk_rows:
+        ann = annotations.parse(names[name_codes[i]])
+        if ann is None:
+            continue
+        parsed[int(i)] = ann
+        put(int(i), op=normalize_op(ann.op) or ann.op, pg_name=ann.pg_name, pg_desc=ann.pg_desc,
+            ranks=f"[{', '.join(ann.ranks.split(','))}]" if ann.ranks else None, dtype=ann.dtype,
+            in_split=ann.in_split, out_split=ann.out_split, in_nelems=ann.in_nelems, out_nelems=ann.out_nelems,
+            in_bytes=ann.in_bytes, out_bytes=ann.out_bytes, seq=ann.seq, src_rank=ann.src_rank,
+            dst_rank=ann.dst_rank, group_size=len(ann.ranks_tuple) or None)
+    _link_device_kernels(cols)
+    # 3. op from the name where nothing better is known (gloo spans: their own op, then the annotation's rest)
+    comm = np.flatnonzero((kind == K.COMM) & (cols["coll_op_id"] < 0))
+    for i in comm:
+        op = normalize_op(names[name_codes[i]].replace("gloo:", ""))
+        if op:
+            cols["coll_op_id"][i] = sid(op)
+    _link_gloo_spans(cols, parsed)
+    _fill_bytes(cols, strings)
+
+
+def _copy(cols, dst: np.ndarray, src: np.ndarray) -> None:
+    for key in _FIELDS:
+        col = cols[key]
+        take = col[dst] < 0
+        col[dst[take]] = col[src[take]]
+
+
+def _link_device_kernels(cols) -> None:
+    """Comm kernels without args take them from the host collective op that launched them: the
+    record_param_comms (or c10d/nccl op) enclosing the launch call on the same thread."""
+    kind = cols["kind"]
+    need = np.flatnonzero((kind == K.COMM) & (cols["device"] >= 0) & (cols["coll_op_id"] < 0)
+                          & (cols["correlation"] >= 0))
+    hosts = np.flatnonzero((kind == K.CPU_COMM_OP) & ((cols["coll_op_id"] >= 0) | (cols["in_nelems"] >= 0)))
+    rt = np.flatnonzero((kind == K.RUNTIME) & (cols["correlation"] >= 0))
+    if not (len(need) and len(hosts) and len(rt)):
+        return
+    o = np.argsort(cols["correlation"][rt], kind="stable")
+    rt = rt[o]
+    pos = np.clip(np.searchsorted(cols["correlation"][rt], cols["correlation"][need]), 0, len(rt) - 1)
+    hit = cols["correlation"][rt[pos]] == cols["correlation"][need]
+    need, launch = need[hit], rt[pos[hit]]
+    ts, end, tid = cols["ts_ns"], cols["ts_ns"] + cols["dur_ns"], cols["stream"]
+    for thread in np.unique(tid[launch]):
+        h = hosts[tid[hosts] == thread]
+        if not len(h):
+            continue
+        h = h[np.argsort(ts[h], kind="stable")]
+        sel = tid[launch] == thread
+        k, lrows = need[sel], launch[sel]
+        idx = np.searchsorted(ts[h], ts[lrows], side="right") - 1
+        ok = idx >= 0
+        ok[ok] = end[h[idx[ok]]] >= ts[lrows[ok]]
+        _copy(cols, k[ok], h[idx[ok]])
+
+
+def _link_gloo_spans(cols, parsed: dict) -> None:
+    """A gloo span on a worker thread takes the metadata of the tracekit:comm annotation that issued it:
+    the first earlier-issued annotation of the same op not yet matched (gloo runs a group's work in order)."""
+    kind = cols["kind"]
+    spans = np.flatnonzero((kind == K.COMM) & (cols["device"] < 0))
+    issues = [i for i, a in sorted(parsed.items(), key=lambda kv: cols["ts_ns"][kv[0]]) if not a.is_wait]
+    if not len(spans) or not issues:
+        return
+    pending: dict[int, deque] = defaultdict(deque)
+    for i in issues:
+        pending[cols["coll_op_id"][i]].append(i)
+    for s in spans[np.argsort(cols["ts_ns"][spans], kind="stable")]:
+        # the gloo span's own op is only known by name here: rows were filled by annotations for issues
+        queue = _queue_for(cols, s, pending)
+        if queue is None:
+            continue
+        src = queue.popleft()
+        _copy(cols, np.array([s]), np.array([src]))
+        cols["step"][s] = cols["step"][src]
+
+
+def _queue_for(cols, span: int, pending: dict):
+    op = cols["coll_op_id"][span]
+    start = cols["ts_ns"][span]
+    if op >= 0 and pending.get(op):
+        q = pending[op]
+        return q if cols["ts_ns"][q[0]] <= start else None
+    return None
+
+
+def _fill_bytes(cols, strings: dict[str, int]) -> None:
+    lookup = {sid: dtype_bytes(text) for text, sid in strings.items()}
+    rows = np.flatnonzero((cols["dtype_id"] >= 0) & ((cols["in_nelems"] >= 0) | (cols["out_nelems"] >= 0)))
+    for i in rows:
+        size = lookup.get(int(cols["dtype_id"][i]), -1)
+        if size < 0:
+            continue
+        for n_key, b_key in (("in_nelems", "in_bytes"), ("out_nelems", "out_bytes")):
+            if cols[b_key][i] < 0 and cols[n_key][i] >= 0:
+                cols[b_key][i] = cols[n_key][i] * size

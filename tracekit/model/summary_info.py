@@ -1,0 +1,40 @@
+"""What `tracekit info` reports about a loaded TraceSet (pure data; the CLI formats it)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .classify import RuleSet
+from .events import EventKind as K
+from .traceset import TraceSet
+
+
+def describe(ts: TraceSet, rules: RuleSet | None = None) -> dict:
+    rules = rules or RuleSet()
+    ranks = []
+    for rank, t in ts:
+        info = ts.info(rank)
+        kinds = Counter(K(k).name.lower() for k in t["kind"].tolist())
+        steps = sorted(set(t["step"][t.mask_kind(K.STEP)].tolist()))
+        dev = t.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET, K.SYNC) & (t["device"] >= 0)
+        streams = sorted(set(zip(t["device"][dev].tolist(), t["stream"][dev].tolist())))
+        comm = t.mask_kind(K.COMM)
+        names = t.decode("name_id")[comm]
+        by_rule: Counter = Counter()
+        uniq, counts = np.unique(names.astype(str), return_counts=True) if len(names) else ([], [])
+        matched = rules.match(list(uniq))
+        for name, count, rule in zip(uniq, counts, matched):
+            by_rule[rule.library if rule else "collective metadata"] += int(count)
+        ops = Counter(f"{op or '?'}@{pg or '?'}" for op, pg in zip(t.decode("coll_op_id")[comm],
+                                                                  t.decode("pg_name_id")[comm]))
+        span = (int(t["ts_ns"].min()), int(t.end_ns.max())) if len(t) else (0, 0)
+        ranks.append({
+            "rank": rank, "source": info.source, "world_size": info.world_size, "backend": info.backend,
+            "device_type": info.device_type, "events": len(t), "kinds": dict(kinds), "steps": steps,
+            "streams": [f"{d}:{s}" for d, s in streams], "comm_by_library": dict(by_rule),
+            "collectives": dict(ops), "process_groups": [pg.to_dict() for pg in info.process_groups],
+            "generation": dict(info.generation), "span_ns": span, "warnings": list(info.warnings),
+        })
+    return {"world_size": ts.metadata.world_size, "ranks": ranks, "warnings": list(ts.metadata.warnings)}
