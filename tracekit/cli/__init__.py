@@ -12,6 +12,8 @@ from ..errors import TracekitError
 # (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("info", "tracekit.cli.info:info"),
+    ("report", "tracekit.cli.report:report"),
+    ("annotate", "tracekit.cli.annotate:annotate"),
 )
 
 
