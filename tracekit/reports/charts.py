@@ -75,7 +75,7 @@ def stragglers(summary: Mapping) -> dict:
     offs = summary.get("clock_offsets") or []
     data = {"ranks": [r["rank"] for r in rows], "caused_wait_us": [_f(r.get("total_caused_wait_us")) for r in rows],
             "offset_ranks": [o["rank"] for o in offs], "offset_us": [_f(o.get("offset_us")) for o in offs],
-            "spread_us": [_f(o.get("spread_us")) for o in offs]}
+            "spread_us": [_f(o.get("spread_us")) for o in offs], "offset_reading": ""}
     if rows:
         w = max(rows, key=lambda r: _f(r.get("total_caused_wait_us")))
         data["reading"] = (f"Rank {w['rank']} arrived last in {w.get('last_arrivals')} of {w.get('instances')} "
