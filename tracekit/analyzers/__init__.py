@@ -1,0 +1,1 @@
+"""Analyzers: typed, frozen results from traces and measurements."""
