@@ -58,6 +58,7 @@ class ActivationMemoryRecorder:
         self._records: list[SavedTensorRecord] = []
         self._steps: list[StepActivation] = []
         self._marker = None
+        self._active = False
         self._handles: list = []
         self._hooks = None
         self._prof = None
@@ -82,7 +83,7 @@ class ActivationMemoryRecorder:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        if self._records or not self._steps:
+        if self._active or not self._steps:  # a trailing step() leaves an empty step open: drop it
             self._end_step()
         if self._prof is not None:
             self._prof.__exit__(*exc)
@@ -98,6 +99,7 @@ class ActivationMemoryRecorder:
 
     # -- hooks ---------------------------------------------------------------------------------------------
     def _push(self, module, args) -> None:
+        self._active = True
         self._stack.append(module)
 
     def _pop(self, module, args, output) -> None:
@@ -105,8 +107,9 @@ class ActivationMemoryRecorder:
             self._stack.pop()
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        if is_parameter_derived(tensor, self._param_keys):
-            return tensor
+        self._active = True
+        if _in_backward() or is_parameter_derived(tensor, self._param_keys):
+            return tensor  # recomputation inside backward (checkpointing) is not what the step keeps
         try:
             key, (start, end) = storage_key(tensor), byte_extent(tensor)
         except (RuntimeError, NotImplementedError):  # no plain storage (a wrapper subclass): count its own bytes
@@ -125,6 +128,7 @@ class ActivationMemoryRecorder:
         self._stack.clear()
         self._union.clear()
         self._records = []
+        self._active = False
         if self._prof is not None:
             self._marker = torch.profiler.record_function(f"{STEP_MARKER}{len(self._steps)}")
             self._marker.__enter__()
@@ -151,6 +155,10 @@ class ActivationMemoryRecorder:
 
 def _unpack(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
+
+
+def _in_backward() -> bool:
+    return torch._C._current_graph_task_id() != -1
 
 
 def _on_cuda(model: torch.nn.Module) -> bool:
