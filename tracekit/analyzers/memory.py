@@ -11,7 +11,7 @@ from .memory_model import ActivationModel, MemoryConfig, activation_model
 # The deltas between what torch saves and the paper's count, for the notes of every report.
 KNOWN_DELTAS = (
     "LayerNorm statistics: each LayerNorm also saves mean and rstd (2·s·b values; in the activation dtype on "
-    "CPU, fp32 on CUDA); the paper omits them; model_bytes includes them when layernorm_stat_bytes is set.",
+    "CPU; fp32 expected on CUDA, unchecked); the paper omits them; model_bytes includes them when layernorm_stat_bytes is set.",
     "F.dropout on CPU saves its mask in the activation dtype (2 bytes for bf16), not 1 byte: "
     "torch.native_dropout saves a bool mask.",
     "Fused attention kernels (flash / memory-efficient SDPA) save no s² term: Q, K, V, the output and an fp32 "
