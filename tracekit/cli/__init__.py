@@ -14,6 +14,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("info", "tracekit.cli.info:info"),
     ("report", "tracekit.cli.report:report"),
     ("annotate", "tracekit.cli.annotate:annotate"),
+    ("memory", "tracekit.cli.memory:memory"),
 )
 
 

@@ -1,0 +1,1 @@
+"""Collectors: profile() and measurement APIs that run inside a training process."""
