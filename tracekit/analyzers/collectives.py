@@ -82,14 +82,16 @@ def _keys(df: pd.DataFrame) -> pd.Series:
     src = df["src_rank"].where(df["src_rank"] >= 0, df["rank"].where(df["op"] == "send", -1))
     dst = df["dst_rank"].where(df["dst_rank"] >= 0, df["rank"].where(df["op"] == "recv", -1))
     df = df.assign(pg=pg, src=src, dst=dst).sort_values("start_ns", kind="stable")
-    coll = df[~p2p.loc[df.index]]
+    # no process group (old traces) or a fused send_recv without peers: nothing safe to match on
+    matchable = (df["pg"] != "") & (df["op"] != "send_recv") & (df["op"] != "")
+    coll = df[~p2p.loc[df.index] & matchable]
     use_seq = coll.groupby("pg")["seq"].transform(lambda s: bool((s >= 0).all()))
     order = coll.groupby(["rank", "pg"]).cumcount()
     idx = np.where(use_seq.astype(bool), coll["seq"], order)
     keys = pd.Series(None, index=df.index, dtype=object)
     keys.loc[coll.index] = ["c|%s|%s|%d" % (p, "s" if u else "o", i)
                             for p, u, i in zip(coll["pg"], use_seq.astype(bool), idx)]
-    pp = df[p2p.loc[df.index] & (df["src"] >= 0) & (df["dst"] >= 0)]
+    pp = df[p2p.loc[df.index] & matchable & (df["src"] >= 0) & (df["dst"] >= 0)]
     porder = pp.groupby(["rank", "pg", "src", "dst"]).cumcount()
     keys.loc[pp.index] = ["p|%s|%d|%d|%d" % t for t in zip(pp["pg"], pp["src"], pp["dst"], porder)]
     return keys.sort_index()
@@ -97,14 +99,16 @@ def _keys(df: pd.DataFrame) -> pd.Series:
 
 def _validate(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     """Which keys form a valid match: >= 2 distinct ranks, each once; same op (send+recv for p2p); same size."""
-    g = df[df["key"].notna()].groupby("key")
+    keyed = df[df["key"].notna()]
+    if keyed.empty:
+        return pd.Series(dtype=bool), []
+    g = keyed.groupby("key")
     n = g["rank"].nunique()
     dup = g["rank"].size() != n
     ops = g["op"].agg(lambda s: tuple(sorted(s)))
-    is_p2p = ops.map(lambda t: t[0] in P2P_OPS)
-    op_bad = ops.map(lambda t: len(set(t)) != 1) & ~is_p2p | is_p2p & ops.map(lambda t: t != ("recv", "send"))
-    sizes = g["bytes"].agg(lambda s: len(set(v for v in s if v > 0)) > 1)
-    size_bad = sizes & ~ops.map(lambda t: t[0] in SIZE_FREE_OPS)
+    op_bad = ops.map(lambda t: len(set(t)) != 1 if t[0] not in P2P_OPS else t != ("recv", "send")).astype(bool)
+    sizes = g["bytes"].agg(lambda s: len(set(v for v in s if v > 0)) > 1).astype(bool)
+    size_bad = sizes & ~ops.map(lambda t: t[0] in SIZE_FREE_OPS).astype(bool)
     bad = (dup | op_bad | size_bad) & (n >= 2)
     msgs = []
     for key in bad[bad].index[:20]:

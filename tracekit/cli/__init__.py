@@ -15,6 +15,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("report", "tracekit.cli.report:report"),
     ("annotate", "tracekit.cli.annotate:annotate"),
     ("memory", "tracekit.cli.memory:memory"),
+    ("analyze", "tracekit.cli.analyze:analyze"),
 )
 
 
