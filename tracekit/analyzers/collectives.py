@@ -3,23 +3,21 @@ time in a collective into wait (for the last peer) and transfer, rank the stragg
 
 Matching: group collectives by (process group, ``Seq``) where every instance of the group has one, else by
 order within the process group on each rank; point-to-point by (group, src, dst, order). Op and size must
-agree: a mismatch is reported and never paired. Clock offsets come from the ends of matched collectives whose
-ends are synchronous (all_reduce, all_gather, reduce_scatter, all_to_all, barrier) and are applied before any
-cross-rank number is computed.
+agree: a mismatch is reported and never paired. Clock offsets (tracekit.analyzers.clocks) come from causality
+bounds of matched collectives and are applied before any cross-rank number is computed.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .clocks import ClockOffset, estimate_offsets
 from .instances import Instances
 
 P2P_OPS = ("send", "recv")
-SYNC_END_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier", "all_reduce_coalesced")
 SIZE_FREE_OPS = ("all_to_all",)  # uneven splits: sizes legitimately differ between ranks
 
 
@@ -32,18 +30,6 @@ def bus_factor(op: str, n: int) -> float:
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ClockOffset:
-    rank: int
-    offset_ns: float  # subtract from the rank's times to put it on the reference rank's clock
-    spread_ns: float  # median absolute deviation of the matched end differences (summed along the chain)
-    matched: int
-
-    def to_dict(self) -> dict:
-        return {"rank": self.rank, "offset_us": self.offset_ns / 1e3, "spread_us": self.spread_ns / 1e3,
-                "matched": self.matched}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,29 +107,6 @@ def _validate(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     return (n >= 2) & ~bad, msgs
 
 
-def _offsets(df: pd.DataFrame, ranks: list[int]) -> dict[int, ClockOffset]:
-    """Per rank offset against the lowest rank, chained through ranks that share collectives."""
-    m = df[(df["match"] >= 0) & df["op"].isin(SYNC_END_OPS)]
-    ref_rank = m.groupby("match")["rank"].transform("min")
-    ref_end = m["end_ns"].where(m["rank"] == ref_rank).groupby(m["match"]).transform("max")
-    diffs = pd.DataFrame({"a": ref_rank, "b": m["rank"], "d": m["end_ns"] - ref_end})
-    diffs = diffs[diffs["a"] != diffs["b"]]
-    edges = {}
-    for (a, b), d in diffs.groupby(["a", "b"])["d"]:
-        med = float(d.median())
-        edges.setdefault(a, []).append((b, med, float((d - med).abs().median()), len(d)))
-        edges.setdefault(b, []).append((a, -med, float((d - med).abs().median()), len(d)))
-    out = {ranks[0]: ClockOffset(ranks[0], 0.0, 0.0, 0)} if ranks else {}
-    todo = deque(ranks[:1])
-    while todo:
-        a = todo.popleft()
-        for b, med, mad, cnt in sorted(edges.get(a, ()), key=lambda t: -t[3]):
-            if b not in out:
-                out[b] = ClockOffset(int(b), out[a].offset_ns + med, out[a].spread_ns + mad, cnt)
-                todo.append(b)
-    return out
-
-
 def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> CrossRank:
     """Match, align clocks, and compute wait/transfer, stragglers and bandwidth for every instance."""
     df = pd.DataFrame({k: v for k, v in inst.columns.items()})
@@ -152,7 +115,8 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     good = valid[valid].index
     codes = pd.Series(np.arange(len(good)), index=good)
     df["match"] = df["key"].map(codes).fillna(-1).astype(np.int64)
-    offsets = _offsets(df, ranks) if align_clocks and len(df) else {}
+    offsets, clock_warnings = estimate_offsets(df, ranks) if align_clocks and len(df) else ({}, [])
+    mismatches += clock_warnings
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
