@@ -12,6 +12,9 @@ from ..errors import TracekitError
 # (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("info", "tracekit.cli.info:info"),
+    ("baseline", "tracekit.cli.baseline:baseline"),
+    ("check", "tracekit.cli.check:check"),
+    ("diff", "tracekit.cli.diff:diff"),
 )
 
 
