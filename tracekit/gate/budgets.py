@@ -24,7 +24,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-*]+$")
 _NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
-def parse_target(text: str, where: str) -> tuple[Scope | None, str]:
+def parse_target(text: str, where: str, kind: str = "budget") -> tuple[Scope | None, str]:
     """``tp/all_gather:exposed_comm_us`` -> (Scope("tp", "all_gather"), "exposed_comm_us"); ``overlap_ratio``
     -> (None, "overlap_ratio"). Raises ConfigError naming ``where`` (the whole expression) on a bad one."""
     scope = None
@@ -33,14 +33,14 @@ def parse_target(text: str, where: str) -> tuple[Scope | None, str]:
         scope_text, metric = (p.strip() for p in metric.split(":", 1))
         parts = scope_text.split("/")
         if len(parts) > 2 or not all(p and _NAME_RE.match(p) for p in parts):
-            raise ConfigError(f"budget {where!r}: bad scope {scope_text!r}; write dimension or dimension/op, "
+            raise ConfigError(f"{kind} {where!r}: bad scope {scope_text!r}; write dimension or dimension/op, "
                               "e.g. tp/all_gather:exposed_comm_us<=800")
         scope = Scope(parts[0], parts[1] if len(parts) == 2 else "")
     known = RUN_METRICS if scope is None else DIM_METRICS
     if metric not in known:
         what = "whole-run" if scope is None else "dimension/op"
         hint = "" if scope is not None or metric not in DIM_METRICS else "; it needs a dimension scope, e.g. tp:"
-        raise ConfigError(f"budget {where!r}: unknown {what} metric {metric!r}{hint}; known: {', '.join(known)}")
+        raise ConfigError(f"{kind} {where!r}: unknown {what} metric {metric!r}{hint}; known: {', '.join(known)}")
     return scope, metric
 
 

@@ -25,7 +25,7 @@ class MetricSpec:
 
     @classmethod
     def parse(cls, text: str) -> "MetricSpec":
-        scope, metric = parse_target(text, text)
+        scope, metric = parse_target(text, text, "--metric")
         return cls(metric, scope)
 
 
