@@ -100,7 +100,7 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
     failed = worse and abs(delta) > floor and (change is None or abs(change) > opts.max_regression)
     allowed = f"{'-' if lower_worse else '+'}{opts.max_regression * 100:.1f}%"
     text = (f"baseline {fmt_stat(spec_metric, b) if b is not None else 'absent'}, "
-            f"now {fmt_stat(spec_metric, c)}, {fmt_change(change)}")
+            f"now {fmt_stat(spec_metric, c)}, {fmt_change(change) if b is None or base else 'up from 0'}")
     if failed:
         msg = f"{where} regressed: {text} (allowed {allowed})"
     elif worse and abs(delta) <= floor and (change is None or abs(change) > opts.max_regression):
