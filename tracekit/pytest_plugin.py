@@ -2,10 +2,13 @@
 
     @pytest.mark.tracekit_overlap(min_overlap_ratio=0.3, max_exposed_comm_share=0.2,
                                   budgets=["tp/all_gather:exposed_comm_us<=800"])
-    def test_tp_layer(tracekit_profile):      # the fixture is optional: it gives step() for multi-step bodies
+    def test_tp_layer(tracekit_profile):      # the fixture is optional: it marks steps
         for _ in range(4):
-            train_step()
-            tracekit_profile.step()
+            with tracekit_profile.step():
+                train_step()
+
+Each step is one sample of the medians. Without the fixture the whole test body is one step; with it, only
+what runs inside ``step()`` blocks is in a step.
 
 The test body (this process only) runs under torch.profiler; the trace is loaded and analysed like any other
 run, and the test fails with the gate's one-line explanation when a budget is violated. A test that records
@@ -16,6 +19,7 @@ Registered as the ``tracekit`` pytest11 entry point; without an installed distri
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from pathlib import Path
@@ -27,14 +31,15 @@ _SESSION = pytest.StashKey["OverlapSession"]()
 
 
 class OverlapSession:
-    """torch.profiler around one test body, with ProfilerStep#N markers from step(); then the summary."""
+    """torch.profiler around one test body, with ProfilerStep#N markers; then the summary."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: Path, whole_body_step: bool = False):
         self.out_dir = Path(out_dir)
-        self.summary = None  # a tracekit.gate.Summary once the test body has run
+        self.summary = None  # a tracekit.gate.Summary once the test body has run and been analysed
+        self._whole_body_step = whole_body_step
         self._prof = None
-        self._step_rf = None
-        self._step = 0
+        self._body_rf = None
+        self._steps = 0
 
     def start(self) -> None:
         import torch
@@ -43,31 +48,27 @@ class OverlapSession:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         self._prof = profile(activities=activities, record_shapes=True)
         self._prof.__enter__()
-        self._open_step()
+        if self._whole_body_step:
+            self._body_rf = torch.autograd.profiler.record_function("ProfilerStep#0")
+            self._body_rf.__enter__()
 
-    def _open_step(self) -> None:
+    @contextlib.contextmanager
+    def step(self):
+        """``with tracekit_profile.step(): ...`` marks one step of the test body."""
         import torch
 
-        self._step_rf = torch.autograd.profiler.record_function(f"ProfilerStep#{self._step}")
-        self._step_rf.__enter__()
-
-    def _close_step(self) -> None:
-        if self._step_rf is not None:
-            self._step_rf.__exit__(None, None, None)
-            self._step_rf = None
-
-    def step(self) -> None:
-        """Mark the end of one step of the test body (each step is one sample of the medians)."""
         if self._prof is None:
             raise RuntimeError("tracekit_profile.step() outside the profiled test body")
-        self._close_step()
-        self._step += 1
-        self._open_step()
+        with torch.autograd.profiler.record_function(f"ProfilerStep#{self._steps}"):
+            yield
+        self._steps += 1
 
     def stop(self) -> Path:
         import torch.distributed as dist
 
-        self._close_step()
+        if self._body_rf is not None:
+            self._body_rf.__exit__(None, None, None)
+            self._body_rf = None
         self._prof.__exit__(None, None, None)
         rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +134,7 @@ def pytest_configure(config) -> None:
 
 @pytest.fixture
 def tracekit_profile(request) -> OverlapSession:
-    """The profiling session of this test: call ``.step()`` between steps of the body."""
+    """The profiling session of this test: ``with tracekit_profile.step():`` around each step of the body."""
     session = OverlapSession(_out_dir(request.node))
     request.node.stash[_SESSION] = session
     return session
@@ -151,7 +152,7 @@ def pytest_runtest_call(item):
         budgets = budgets_from_marker(marker)
     except TracekitError as exc:
         pytest.fail(f"tracekit: {exc}", pytrace=False)
-    session = session or OverlapSession(_out_dir(item))
+    session = session or OverlapSession(_out_dir(item), whole_body_step=True)
     session.start()
     try:
         result = yield

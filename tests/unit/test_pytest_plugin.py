@@ -70,8 +70,8 @@ def test_profiles_a_real_gloo_body_in_both_directions(pytester):
             import sys, torch, torch.distributed as dist
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=1, world_size=2)
             x = torch.ones(1 << 18)
-            for _ in range(3):
-                for _ in range(4): dist.all_reduce(x)
+            for _ in range(2 * 3 * 4):  # the collectives of both tests' bodies
+                dist.all_reduce(x)
             dist.barrier(); dist.destroy_process_group()
         """)
 
@@ -86,9 +86,9 @@ def test_profiles_a_real_gloo_body_in_both_directions(pytester):
         def body(tk):
             x = torch.ones(1 << 18)
             for _ in range(3):
-                for _ in range(4): dist.all_reduce(x)
-                torch.mm(torch.ones(64, 64), torch.ones(64, 64))
-                tk.step()
+                with tk.step():
+                    for _ in range(4): dist.all_reduce(x)
+                    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
 
         @pytest.mark.tracekit_overlap(max_exposed_comm_share=0.0)
         def test_a_tight(world, tracekit_profile):
