@@ -109,3 +109,11 @@ def test_run_gate_combines_regressions_and_budgets():
     assert report.headline() == "tracekit check: FAILED: 3 of 6 checks passed, 3 failed"
     alone = run_gate(now, None, (parse_budget("exposed_comm_share<=0.25"),))
     assert alone.passed and len(alone.checks) == 1
+
+
+def test_exposure_appearing_where_the_baseline_had_none():
+    base, now = Summary(tp_run([100.0] * 3, [0.0] * 3)), Summary(tp_run([100.0] * 3, [80.0] * 3))
+    rs = _by_name(compare(base, now))["tp/reduce_scatter:exposed_comm_us"]
+    assert not rs.passed and rs.change is None
+    assert rs.message == ("tp/reduce_scatter exposed_comm_us regressed: baseline 0.0 µs (steps 0.0..0.0), "
+                          "now 80.0 µs (steps 80.0..80.0), up from 0 (allowed +10.0%)")
