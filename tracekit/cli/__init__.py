@@ -16,6 +16,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("annotate", "tracekit.cli.annotate:annotate"),
     ("memory", "tracekit.cli.memory:memory"),
     ("analyze", "tracekit.cli.analyze:analyze"),
+    ("baseline", "tracekit.cli.baseline:baseline"),
+    ("check", "tracekit.cli.check:check"),
+    ("diff", "tracekit.cli.diff:diff"),
 )
 
 
