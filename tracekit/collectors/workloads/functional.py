@@ -132,14 +132,16 @@ class StartAllToAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group, handle):
         ctx.group = group
+        x = x.contiguous()
         out = torch.empty_like(x)
-        handle.append(comm.all_to_all(out, x.contiguous(), group, async_op=True))
+        handle.append(comm.all_to_all(out, x, group, async_op=True))
         return out
 
     @staticmethod
     def backward(ctx, g):
+        g = g.contiguous()
         out = torch.empty_like(g)
-        comm.all_to_all(out, g.contiguous(), ctx.group)
+        comm.all_to_all(out, g, ctx.group)
         return out, None, None
 
 
@@ -150,14 +152,16 @@ class StartRingShift(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group, handle):
         ctx.group = group
+        x = x.contiguous()
         out = torch.empty_like(x)
-        handle.append(comm.ring_shift(out, x.contiguous(), group, async_op=True))
+        handle.append(comm.ring_shift(out, x, group, async_op=True))
         return out
 
     @staticmethod
     def backward(ctx, g):
+        g = g.contiguous()
         out = torch.empty_like(g)
-        comm.ring_shift(out, g.contiguous(), ctx.group, reverse=True)
+        comm.ring_shift(out, g, ctx.group, reverse=True)
         return out, None, None
 
 

@@ -114,12 +114,13 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             "replica": coords[2] == 0 or par.sequence_parallel}
 
 
-def _rank_main(rank, world, cfg, out_dir, port, queue, profiled, return_state):
+def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     torch.set_num_threads(1)
     comm.reset_sequences()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        queue.put(train(cfg, out_dir, profiled, return_state, torch.device("cpu")))
+        for i, (cfg, out_dir) in enumerate(jobs):
+            queue.put(dict(train(cfg, out_dir, profiled, return_state, torch.device("cpu")), job=i))
     except BaseException:
         queue.put({"rank": rank, "error": traceback.format_exc()})
         raise
@@ -138,23 +139,55 @@ def _collect(items: list[dict], cfg: WorkloadConfig, out_dir: Path) -> RunResult
                      tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items))
 
 
+def _drain(queue, procs, expected: int) -> list[dict]:
+    """Read the ranks' results while they run (a child blocks on a full pipe until the parent reads)."""
+    items: list[dict] = []
+    done = False
+    while len(items) < expected and not done:
+        if not queue.empty():
+            items.append(queue.get())
+            continue
+        done = procs.join(timeout=0.05)
+    while not queue.empty():
+        items.append(queue.get())
+    while not done:
+        done = procs.join()
+    errors = [it["error"] for it in items if "error" in it]
+    if errors or len(items) < expected:
+        raise TracekitError("workload run failed on a rank: " + (errors[0].strip().splitlines()[-1] if errors
+                                                                  else "a rank exited without a result"))
+    return items
+
+
 def run_workload(config: WorkloadConfig, out_dir, *, profiled: bool = True, return_state: bool = False) -> RunResult:
     """Run ``config`` and return where its traces and manifest went. Spawns ``tp x cp x dp`` gloo processes on
     this host, unless this process is already one rank of a ``torchrun`` job (then NCCL when CUDA is there)."""
-    lay = config.validate()
-    out_dir = Path(out_dir)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return _run_torchrun(config, out_dir, profiled, return_state)
-    port, ctx = _free_port(), mp.get_context("spawn")
+        config.validate()
+        return _run_torchrun(config, Path(out_dir), profiled, return_state)
+    return run_batch([(config, out_dir)], profiled=profiled, return_state=return_state)[0]
+
+
+def run_batch(jobs, *, profiled: bool = True, return_state: bool = False) -> list[RunResult]:
+    """Run several (config, out_dir) jobs of one world size, one after the other, in one set of spawned
+    processes (process start-up dominates small runs)."""
+    worlds = {cfg.validate().world_size for cfg, _ in jobs}
+    if len(worlds) != 1:
+        raise TracekitError(f"run_batch: jobs need one world size, got {sorted(worlds)}; split the batch")
+    world, port, ctx = worlds.pop(), _free_port(), mp.get_context("spawn")
     queue = ctx.SimpleQueue()
+    jobs = [(cfg, str(out)) for cfg, out in jobs]
     try:
-        mp.start_processes(_rank_main, args=(lay.world_size, config, str(out_dir), port, queue, profiled,
-                                             return_state), nprocs=lay.world_size, start_method="spawn")
+        procs = mp.start_processes(_rank_main, args=(world, jobs, port, queue, profiled, return_state),
+                                   nprocs=world, start_method="spawn", join=False)
+        items = _drain(queue, procs, world * len(jobs))
     except mp.ProcessRaisedException as exc:
-        raise TracekitError(f"workload {config.workload}: a rank failed: {str(exc).strip().splitlines()[-1]}") \
-            from None
-    items = [queue.get() for _ in range(lay.world_size)]
-    return _collect(items, config, out_dir)
+        raise TracekitError(f"workload run failed on a rank: {str(exc).strip().splitlines()[-1]}") from None
+    results = []
+    for i, (cfg, out) in enumerate(jobs):
+        mine = [it for it in items if it.get("job") == i]
+        results.append(_collect(mine, cfg, Path(out)))
+    return results
 
 
 def _run_torchrun(cfg, out_dir, profiled, return_state) -> RunResult:
