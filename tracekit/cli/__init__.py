@@ -12,6 +12,7 @@ from ..errors import TracekitError
 # (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("info", "tracekit.cli.info:info"),
+    ("run", "tracekit.cli.run:run"),
 )
 
 

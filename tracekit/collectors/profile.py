@@ -37,7 +37,7 @@ class ProfileOverhead:
     steps: int
     unprofiled_steps: int
     profiled_steps: int
-    unprofiled_step_ns: int  # mean over steps the profiler did not record (the first step excluded when possible)
+    unprofiled_step_ns: int  # mean over unprofiled steps before recording, the first excluded
     profiled_step_ns: int  # mean over recorded steps
     overhead_per_step_ns: int  # profiled - unprofiled (-1 when either is missing)
     profiler_calls_ns: int  # total time inside the profiler's step()/exit: start, stop, collection, export
@@ -161,11 +161,15 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
 
     def _measure_overhead(self) -> ProfileOverhead:
         recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}
-        prof_ns, plain_ns = [], []
+        prof_ns, before, after = [], [], []
         for step, ns in self._step_times:
-            (prof_ns if self.enabled and self._schedule(step) in recorded else plain_ns).append(ns)
-        if len(plain_ns) > 1:
-            plain_ns = plain_ns[1:]  # the first step pays one-off costs
+            if self.enabled and self._schedule(step) in recorded:
+                prof_ns.append(ns)
+            elif self._schedule(step) == ProfilerAction.NONE:
+                (after if prof_ns else before).append(ns)
+        # Baseline: the unprofiled steps before recording, less the first (one-off costs); steps after a cycle
+        # pay for other ranks' trace collection, so they are the fallback only.
+        plain_ns = before[1:] or after or before
         mean = lambda xs: int(sum(xs) / len(xs)) if xs else -1  # noqa: E731
         over = mean(prof_ns) - mean(plain_ns) if prof_ns and plain_ns else -1
         return ProfileOverhead(self.rank, len(self._step_times), len(plain_ns), len(prof_ns), mean(plain_ns),

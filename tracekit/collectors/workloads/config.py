@@ -32,9 +32,9 @@ class WorkloadConfig:
     dtype: str = "fp32"
     overlap: bool = False
     steps: int = 3
-    wait: int = 1
+    wait: int = 2
     warmup: int = 1
-    tail: int = 2
+    tail: int = 0
     dropout: float = 0.1
     chunks: int = 2
     activation_memory: bool = False
