@@ -2,6 +2,7 @@
 
 from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
+from .collectors import profile
 from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
 
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """The pytest plugin: marker parsing and budget failures now; the real profile -> load -> analyse path once the
 loader (tracekit.model.io) and the analyzer (tracekit.analyze) are in the tree."""
 
+import importlib.metadata
 import importlib.util
 from types import SimpleNamespace
 
@@ -11,6 +12,11 @@ from tracekit.gate.summary import Summary
 from tracekit.pytest_plugin import budgets_from_marker, overlap_failures
 
 from .gate.builders import step_row, summary, tp_run
+
+# Installed (make test), the pytest11 entry point loads the plugin already; naming it again with -p would
+# register it twice. From a bare checkout (PYTHONPATH) it must be named.
+_INSTALLED = any(ep.value == "tracekit.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+PLUGIN_ARGS = () if _INSTALLED else ("-p", "tracekit.pytest_plugin")
 
 pytest_plugins = ["pytester"]
 
@@ -52,7 +58,7 @@ def test_plugin_registers_the_marker_and_reports_a_bad_budget(pytester):
         def test_plain():
             pass
     """)
-    result = pytester.runpytest("-p", "tracekit.pytest_plugin", "--strict-markers")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--strict-markers")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*tracekit: budget 'exposed_comm_share<=lots': value 'lots' is not a number*"])
 
@@ -99,6 +105,6 @@ def test_profiles_a_real_gloo_body_in_both_directions(pytester):
             body(tracekit_profile)
             dist.barrier(); dist.destroy_process_group()
     ''')
-    result = pytester.runpytest_subprocess("-p", "tracekit.pytest_plugin", timeout=300)
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, timeout=300)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*tracekit overlap budget: budget exposed_comm_share<=0.0 failed*"])

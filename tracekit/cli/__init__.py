@@ -19,6 +19,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("baseline", "tracekit.cli.baseline:baseline"),
     ("check", "tracekit.cli.check:check"),
     ("diff", "tracekit.cli.diff:diff"),
+    ("run", "tracekit.cli.run:run"),
 )
 
 

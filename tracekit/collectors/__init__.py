@@ -1,1 +1,5 @@
-"""Collectors: profile() and measurement APIs that run inside a training process."""
+"""Collectors: ``tracekit.profile``, annotated collectives, the parallel layout, the run manifest, workloads."""
+
+from .profile import ProfileOverhead, profile
+
+__all__ = ["ProfileOverhead", "profile"]

@@ -1,0 +1,70 @@
+"""`tracekit run`: run a reference workload, profile it, and print where the traces went."""
+
+from __future__ import annotations
+
+import click
+
+from ..collectors.workloads.config import DTYPES, WorkloadConfig
+
+
+@click.command()
+@click.option("--workload", default="tp-sp", show_default=True,
+              help="tp, tp-sp, cp-ring, ulysses, dp, or a combination joined by '+' (tp-sp+cp-ring).")
+@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default 2 if the workload names tp).")
+@click.option("--cp", type=int, default=None, help="Context-parallel degree, for cp-ring and ulysses.")
+@click.option("--dp", type=int, default=None, help="Data-parallel degree.")
+@click.option("--layers", type=int, default=2, show_default=True)
+@click.option("--seq", type=int, default=64, show_default=True)
+@click.option("--hidden", type=int, default=64, show_default=True)
+@click.option("--heads", type=int, default=8, show_default=True)
+@click.option("--batch", type=int, default=2, show_default=True)
+@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="fp32", show_default=True)
+@click.option("--overlap/--no-overlap", default=False, show_default=True,
+              help="Chunked/async collectives scheduled under independent compute.")
+@click.option("--steps", type=int, default=3, show_default=True, help="Profiled steps.")
+@click.option("--activation-memory", is_flag=True, help="Record saved-activation bytes per module.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
+        out_dir):
+    """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
+    from ..collectors.workloads.runner import run_workload
+
+    cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
+                         heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
+                         activation_memory=activation_memory)
+    lay = cfg.validate()
+    click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
+               f"{', overlap' if overlap else ''})")
+    result = run_workload(cfg, out_dir)
+    click.echo(f"traces: {len(result.trace_paths)} in {result.out_dir}")
+    for path in result.trace_paths:
+        click.echo(f"  {path}")
+    click.echo(f"manifest: {result.manifest_path}")
+    click.echo(summary(result, cfg))
+
+
+def summary(result, cfg) -> str:
+    """One screen: the loss, the collectives issued per step by dimension, the profiler's overhead, and the
+    analyzer's verdict when the analyzers are installed."""
+    steps = len(result.losses)
+    lines = [f"loss: first {result.losses[0]:.4f}, last {result.losses[-1]:.4f} over {steps} steps", "",
+             f"{'dimension':<10} {'op':<15} {'per step':>9} {'MiB/step':>9}   (rank 0)"]
+    for key, (count, nbytes) in sorted(result.comm_stats[0].items()):
+        desc, op = key.split("|")
+        lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} "
+                     f"{nbytes / steps / 2**20:>9.3f}")
+    over = result.overheads[0]
+    if over:
+        lines += ["", f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
+                      f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
+                      f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export"]
+    lines.append(_analysis(result))
+    return "\n".join(lines)
+
+
+def _analysis(result) -> str:
+    try:  # the analyzers land separately; the summary degrades to the figures above without them
+        from ..analyzers import overlap  # noqa: F401
+    except ImportError:
+        return "(overlap analysis: run `tracekit analyze` on the output directory once the analyzers are installed)"
+    return f"(analyze with: tracekit analyze {result.out_dir})"
