@@ -19,6 +19,7 @@ from tracekit.model.io import LoadOptions, load
 DELAY_S = 0.05
 LATE_STEP = 2
 STEPS = 4
+PROBES = 4
 
 
 def _free_port() -> int:
@@ -51,7 +52,11 @@ def _worker(rank: int, port: int, out: str) -> None:
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         for step in range(STEPS + 1):
-            _busy(0.005 + (DELAY_S if rank == 1 and step == LATE_STEP else 0.0))
+            _busy(0.005)
+            if rank == 1 and step == LATE_STEP:
+                # the known delay: sleeping (not spinning) leaves the other core to rank 0, so on a 2-core
+                # machine rank 0's own arrival is not pushed back by the straggler it is waiting for
+                time.sleep(DELAY_S)
             ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1", dtype="float32",
                                  in_nelems=4096, out_nelems=4096, in_bytes=4 * 4096, out_bytes=4 * 4096, seq=step)
             # step 0 is the profiler's warm-up: its events are not recorded
@@ -59,6 +64,18 @@ def _worker(rank: int, port: int, out: str) -> None:
                 work = dist.all_reduce(x, async_op=True)
             with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=step, is_wait=True).format()):
                 work.wait()
+            # clock probes: small all-reduces where each rank in turn arrives last, so that the causality
+            # bounds on the clock offset close in from both sides (tracekit.analyzers.clocks)
+            for k in range(PROBES):
+                if rank == k % 2:
+                    time.sleep(0.001)
+                seq = 100 + 10 * step + k
+                probe = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1",
+                                       dtype="float32", in_nelems=16, out_nelems=16, in_bytes=64, out_bytes=64, seq=seq)
+                with record_function(probe.format()):
+                    work = dist.all_reduce(x[:16], async_op=True)
+                with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
+                    work.wait()
             _busy(0.002)
             prof.step()
     dist.destroy_process_group()
