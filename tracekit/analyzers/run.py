@@ -111,14 +111,14 @@ class Summary:
     def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
         """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,
         category], ...] and its collectives as {"dimension", "start_us", "dur_us"}, in the trace's time base."""
-        from .timeline import comm_pieces, pieces_us
+        from .timeline import comm_pieces, pieces_us, us
 
         info = self.traces.info(rank)
         hidden, exposed = comm_pieces(self.traces.table(rank), info)
         inst = self.comm.instances
         m = inst["rank"] == rank
         base = info.base_time_ns
-        cols = [{"dimension": d or "unknown", "start_us": (s - base) / 1e3, "dur_us": (e - s) / 1e3}
+        cols = [{"dimension": d or "unknown", "start_us": us(s - base), "dur_us": (e - s) / 1e3}
                 for d, s, e in zip(inst["dimension"][m], inst["start_ns"][m].tolist(), inst["end_ns"][m].tolist())]
         return pieces_us([("hidden", hidden), ("exposed", exposed)], base), cols
 

@@ -45,14 +45,21 @@ class RankTimeline:
     def to_dict(self) -> dict:
         lo, hi = self.window_ns
         return {"rank": self.rank, "step": self.step,
-                "window_us": [(lo - self.base_ns) / 1e3, (hi - self.base_ns) / 1e3],
+                "window_us": [us(lo - self.base_ns), us(hi - self.base_ns)],
                 "intervals": self.intervals_us()}
+
+
+def us(ns: int) -> float:
+    """Integer ns -> float µs, exact to the float's resolution (``ns / 1e3`` first rounds an epoch-scale ns value
+    to a multiple of 256 ns)."""
+    q, r = divmod(int(ns), 1000)
+    return q + r / 1e3
 
 
 def pieces_us(parts, base_ns: int) -> list[list]:
     rows = [(int(s), int(e), c) for c, (ss, ee) in parts for s, e in zip(ss, ee)]
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    return [[(s - base_ns) / 1e3, (e - base_ns) / 1e3, c] for s, e, c in rows]
+    return [[us(s - base_ns), us(e - base_ns), c] for s, e, c in rows]
 
 
 def comm_union(table: EventTable, steps: np.ndarray | None = None) -> iv.Intervals:
