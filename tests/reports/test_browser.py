@@ -56,6 +56,22 @@ def check_numbers(page, summary: dict) -> int:
     return len(shown)
 
 
+def check_timeline(page, timeline: dict) -> None:
+    """The bars plotly drew (its data on the chart's div) add up, per rank and category, to the record's pieces."""
+    import json
+    drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-timeline').data.map(
+      t => [t.name, t.y, t.x]))"""))
+    names = {"compute": "compute", "hidden": "hidden comm", "exposed": "exposed comm"}
+    for r in timeline["ranks"]:
+        for cat, name in names.items():
+            want = sum(e - s for s, e, c in r["intervals"] if c == cat)
+            (trace,) = [t for t in drawn if t[0] == name]
+            lane = f"r{r['rank']} compute" if cat == "compute" else f"r{r['rank']} comm"
+            got = sum(x for y, x in zip(trace[1], trace[2]) if y == lane)
+            assert got == pytest.approx(want, abs=1e-3 * (1 + len(r["intervals"]))), (r["rank"], cat)
+    assert sum(len(t[2]) for t in drawn) == sum(len(r["intervals"]) for r in timeline["ranks"])
+
+
 def open_report(browser, tmp_path, summary, name, **opts):
     out = get_reporter("html").render(summary, tmp_path / f"{name}.html", **opts)
     page = browser.load(out.path)
@@ -102,16 +118,18 @@ def test_64_rank_report_is_small_and_says_it_downsampled(browser, tmp_path):
 
 
 def test_report_from_real_trace_in_browser(browser, tmp_path):
-    """A GPU trace from ../shared/traces through loader + analyzer, checked in the browser (once they land)."""
-    from .test_cli import traces_or_skip
-    from tracekit.cli._analysis import summary_from_traces
+    """A real GPU trace through loader + analyzer, checked in the browser with the analyzer's timeline."""
+    from .test_cli import real_trace
+    from tracekit.cli._analysis import analysis_from_traces
 
-    path = next(p for p in traces_or_skip() if p.name.startswith("allreduce-broadcast-2rank-rank0"))
-    summary = summary_from_traces([str(path)])
-    _, page = open_report(browser, tmp_path, summary, "real")
+    result = analysis_from_traces([str(real_trace("allreduce-broadcast-2rank-rank0"))], no_cache=True,
+                                  executor="serial")
+    summary, timeline = result.to_dict(), result.timeline()
+    _, page = open_report(browser, tmp_path, summary, "real", timeline=timeline)
     try:
         assert page.errors() == []
         check_numbers(page, summary)
+        check_timeline(page, timeline)
         page.screenshot(ARTIFACTS / "report-real-allreduce.png")
     finally:
         page.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -63,20 +65,50 @@ def test_terminal_shows_the_same_figures_as_the_html(tmp_path):
     assert "<script>document.title=" in text  # shown literally, rich markup escaped
 
 
-def traces_or_skip():
-    try:
-        from tracekit import analyze  # noqa: F401
-        from tracekit.model.io import load  # noqa: F401
-    except ImportError:
-        pytest.skip("the loader/analyzer (tracekit.model.io.load, tracekit.analyze) has not landed in this branch")
-    return sorted((SHARED if SHARED.is_dir() else LOCAL).glob("*.json.gz"))
+def real_trace(name: str) -> Path:
+    """A real GPU trace from tests/data/kineto-gpu (or ../shared/traces when present)."""
+    (path,) = [p for p in (SHARED if SHARED.is_dir() else LOCAL).glob("*.json.gz") if p.name.startswith(name)]
+    return path
+
+
+FAST = ["--executor", "serial"]  # the Parquet cache (per test, conftest) makes the 2nd-4th loads cheap
+SHOWN = re.compile(r'data-key="([^"]+)" data-value="([^"]*)"')
 
 
 @pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0", "pp-sendrecv-128rank-rank0",
                                   "ddp-allreduce-2rank-rank1-oldformat"])
-def test_report_from_real_gpu_trace(tmp_path, name):
-    paths = [p for p in traces_or_skip() if p.name.startswith(name)]
-    res = CliRunner().invoke(cli, ["report", str(paths[0]), "-o", str(tmp_path / "r.html")])
+def test_report_and_annotate_from_real_gpu_trace(tmp_path, name):
+    from .test_browser import summary_value
+
+    path = real_trace(name)
+    res = CliRunner().invoke(cli, ["analyze", *FAST, "--format", "json", "--out", str(tmp_path / "s.json"), str(path)])
     assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(cli, ["annotate", str(paths[0]), "-o", str(tmp_path / "a.json.gz")])
+    summary = json.loads((tmp_path / "s.json").read_text())
+    res = CliRunner().invoke(cli, ["report", *FAST, str(path), "-o", str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
+    html = (tmp_path / "r.html").read_text()
+    shown = SHOWN.findall(html)
+    assert len(shown) > 20
+    for key, value in shown:
+        want = summary_value(summary, key)
+        assert (value == "null") if want is None else math.isclose(float(value), want, rel_tol=1e-9, abs_tol=1e-9), key
+    assert "timeline built from the summary's collectives only" not in html  # the analyzer's timeline is drawn
+
+    res = CliRunner().invoke(cli, ["annotate", *FAST, str(path), "-o", str(tmp_path / "a.json")])  # no gzip: faster
+    assert res.exit_code == 0, res.output
+    events = json.loads((tmp_path / "a.json").read_text())["traceEvents"]
+    ours = [e for e in events if e.get("cat") == "tracekit"]
+    totals = summary["ranks"][0]["totals"]
+    for track, key in (("exposed comm", "exposed_comm_us"), ("hidden comm", "hidden_comm_us")):
+        pieces = [e["dur"] for e in ours if e["name"] == track]
+        # µs floats of epoch-scale times are spaced 0.25 µs apart: allow that much per piece
+        assert sum(pieces) == pytest.approx(totals[key], abs=1e-6 + 0.25 * len(pieces)), track
+    cols = summary["collectives"]
+    for dim in {c["dimension"] for c in cols}:
+        assert sum(e["dur"] for e in ours if e["name"] == f"comm {dim}") == pytest.approx(
+            sum(c["dur_us"] for c in cols if c["dimension"] == dim), rel=1e-6)
+    # the tracks are in the trace's own time base: each comm-track interval starts where a trace event starts
+    starts = {round(float(e["ts"]), 1) for e in events if e.get("ph") == "X" and e.get("cat") != "tracekit"}
+    comm = [e for e in ours if e["name"].startswith("comm ")]
+    assert comm or not cols
+    assert all(round(e["ts"], 1) in starts for e in comm)

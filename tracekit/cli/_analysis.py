@@ -1,4 +1,4 @@
-"""Shared by `report` and `annotate`: load traces and analyse them into a ``tracekit.summary/1`` dict."""
+"""Shared by `analyze`, `report` and `annotate`: load traces and analyse them."""
 
 from __future__ import annotations
 
@@ -6,24 +6,33 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ConfigError, TracekitError
+import click
+
+from ..errors import ConfigError
+from .common import build_load_options, load_options
 
 
-def summary_from_traces(paths: Sequence[str]) -> dict:
-    """``tracekit.model.io.load`` then ``tracekit.analyze``; a summary dict (``to_dict()`` if a result object).
+def analysis_options(f):
+    """The loader options plus --dim-map and --no-align-clocks."""
+    f = click.option("--no-align-clocks", is_flag=True, help="Do not correct clock offsets between ranks.")(f)
+    f = click.option("--dim-map", multiple=True, metavar="PATTERN=DIM",
+                     help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).")(f)
+    return load_options(f)
 
-    The analyzer may add an optional ``"timeline"`` key (``tracekit.timeline/1``, docs/report-inputs.md) for the
-    report's timeline and the annotated trace's hidden/exposed tracks.
-    """
-    try:  # the loader and analyzer land separately; import them only when used
-        from ..model.io import load
-        from .. import analyze
-    except ImportError as exc:
-        raise TracekitError(f"this tracekit build has no trace loader/analyzer yet ({exc}); "
-                            "render an existing summary with --summary FILE") from exc
 
-    result = analyze(load([Path(p) for p in paths]))
-    return result.to_dict() if hasattr(result, "to_dict") else dict(result)
+def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None, **load_kw):
+    """``tracekit.model.io.load`` then ``tracekit.analyze``: the Summary object (``to_dict()``, ``timeline()``,
+    ``annotation(rank)``)."""
+    from ..analyzers import analyze
+    from ..model.io import load
+
+    ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
+    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks)
+
+
+def summary_from_traces(paths: Sequence[str], **kw) -> dict:
+    """The ``tracekit.summary/1`` dict of the traces in ``paths``."""
+    return analysis_from_traces(paths, **kw).to_dict()
 
 
 def read_json(path: str, what: str) -> dict:

@@ -7,7 +7,7 @@ import click
 from ..errors import ConfigError
 from ..reports import get_reporter
 from ..reports.timeline import DEFAULT_MAX_EVENTS
-from ._analysis import read_json, summary_from_traces
+from ._analysis import analysis_from_traces, analysis_options, read_json
 
 
 @click.command()
@@ -23,12 +23,18 @@ from ._analysis import read_json, summary_from_traces
               help="The CI gate's JSON verdict, shown at the top of the report.")
 @click.option("--max-timeline-events", default=DEFAULT_MAX_EVENTS, show_default=True, type=int,
               help="Above this many timeline intervals, merge short gaps so the page stays small.")
-def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events) -> None:
+@analysis_options
+def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events, **analysis) -> None:
     """Write a report of the traces (files or directories) in PATHS."""
     if bool(paths) == bool(summary_path):
         raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
-    summary = read_json(summary_path, "summary") if summary_path else summary_from_traces(paths)
     timeline = read_json(timeline_path, "timeline") if timeline_path else None
+    if summary_path:
+        summary = read_json(summary_path, "summary")
+    else:
+        result = analysis_from_traces(paths, **analysis)
+        summary = result.to_dict()
+        timeline = timeline if timeline is not None else result.timeline()
     verdict = read_json(verdict_path, "verdict") if verdict_path else None
     done = get_reporter(fmt, out).render(summary, out, timeline=timeline, verdict=verdict,
                                          max_timeline_events=max_timeline_events)
