@@ -38,7 +38,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except TracekitError as exc:
-            click.echo(f"tracekit: error: {exc}", err=True)
+            from ..reports.safe_text import printable
+
+            click.echo(f"tracekit: error: {printable(exc)}", err=True)
             sys.exit(exc.exit_code)
 
 

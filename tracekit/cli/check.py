@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError
+from ..reports.safe_text import printable
 
 _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the defaults (exposed_comm_us, "
                 "exposed_comm_share, overlap_ratio and '*/*:exposed_comm_us'). Whole run: NAME; one dimension/op: "
@@ -48,11 +49,11 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
     baseline = gate.load_summary(baseline_path) if baseline_path else None
     report = gate.run_gate(current, baseline, parsed, opts)
     for note in report.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {printable(note)}", err=True)
     for c in report.checks:
         if not (quiet and c.passed):
-            click.echo(f"{'ok  ' if c.passed else 'FAIL'}  {c.message}")
-    click.echo(report.headline())
+            click.echo(f"{'ok  ' if c.passed else 'FAIL'}  {printable(c.message)}")
+    click.echo(printable(report.headline()))
     if junit_path:
         gate.write_junit(report, junit_path)
     if markdown_path:

@@ -9,7 +9,9 @@ from ..model.io import LoadOptions
 
 
 def load_options(f):
-    """--comm-pattern, --comm-rules, --no-cache, --cache-dir, --executor, --max-trace-bytes."""
+    """--comm-pattern, --comm-rules, --no-cache, --cache-dir, --executor, --max-trace-bytes, --max-string-bytes."""
+    f = click.option("--max-string-bytes", type=int, default=None,
+                     help="Refuse traces holding a single string (event name, ...) longer than this (default 1 MiB).")(f)
     f = click.option("--max-trace-bytes", type=int, default=None,
                      help="Refuse traces that inflate past this many bytes (default 8 GiB).")(f)
     f = click.option("--executor", default=None,
@@ -24,10 +26,8 @@ def load_options(f):
 
 
 def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None,
-                       **_ignored) -> LoadOptions:
+                       max_string_bytes=None, **_ignored) -> LoadOptions:
     rules = load_rules_toml(comm_rules) if comm_rules else RuleSet()
     rules = rules.with_patterns(comm_pattern) if comm_pattern else rules
-    opts = LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir)
-    if max_trace_bytes:
-        opts = LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir, max_bytes=max_trace_bytes)
-    return opts
+    limits = {k: v for k, v in (("max_bytes", max_trace_bytes), ("max_string_bytes", max_string_bytes)) if v}
+    return LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir, **limits)

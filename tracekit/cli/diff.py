@@ -16,6 +16,7 @@ def diff(a, b, top, fmt):
 
     from .. import gate
     from ..gate.diff import render_text
+    from ..reports.safe_text import printable
 
     result = gate.diff(gate.load_summary(a), gate.load_summary(b), top=top)
-    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else render_text(result), nl=fmt == "json")
+    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else printable(render_text(result), multiline=True), nl=fmt == "json")

@@ -8,6 +8,7 @@ import click
 
 from ..model.io import load
 from ..model.summary_info import describe
+from ..reports.safe_text import printable
 from .common import build_load_options, load_options
 
 
@@ -38,9 +39,9 @@ def _print(data: dict) -> None:
     for r in data["ranks"]:
         k, steps = r["kinds"], r["steps"]
         table.add_row(
-            str(r["rank"]), r["device_type"], f"{r['events']:,}",
+            str(r["rank"]), escape(printable(r["device_type"])), f"{r['events']:,}",
             f"{len(steps)} ({steps[0]}..{steps[-1]})" if steps else "0",
-            escape(", ".join(r["streams"][:6]) + (" …" if len(r["streams"]) > 6 else "")) or "-",
+            escape(printable(", ".join(r["streams"][:6])) + (" …" if len(r["streams"]) > 6 else "")) or "-",
             f"{k.get('kernel', 0):,}", f"{k.get('comm', 0):,}", f"{k.get('cpu_op', 0):,}",
         )
     console.print(table)
@@ -52,6 +53,6 @@ def _print(data: dict) -> None:
             lines.append(f"communication by rule: {r['comm_by_library']}")
         lines += [f"process group {pg['name']} '{pg['desc']}' ranks {pg['ranks']}" for pg in r["process_groups"]]
         for line in lines:
-            console.print(escape(f"rank {r['rank']}: {line}"))
+            console.print(escape(printable(f"rank {r['rank']}: {line}")))
     for w in data["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+        console.print(f"[yellow]warning:[/yellow] {escape(printable(w))}")

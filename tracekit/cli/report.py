@@ -7,6 +7,7 @@ import click
 from ..errors import ConfigError
 from ..reports import get_reporter
 from ..reports.timeline import DEFAULT_MAX_EVENTS
+from ..reports.safe_text import printable
 from ._analysis import analysis_from_traces, analysis_options, read_json
 
 
@@ -39,5 +40,5 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     done = get_reporter(fmt, out).render(summary, out, timeline=timeline, verdict=verdict,
                                          max_timeline_events=max_timeline_events)
     for note in done.notes:
-        click.echo(f"tracekit: note: {note}", err=True)
+        click.echo(f"tracekit: note: {printable(note)}", err=True)
     click.echo(f"wrote {done.path} ({done.size_bytes / 2**20:.1f} MiB)", err=True)

@@ -112,7 +112,8 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> t
     on_gloo = np.isin(tid, np.array(sorted(t for t in gloo_threads if isinstance(t, int)), dtype=np.int64))
     kind[(kind == K.CPU_OP) & on_gloo] = K.CPU_COMM_OP
 
-    device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1).astype(np.int16)
+    device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
+    device = np.where((device >= -1) & (device < 2**15), device, -1).astype(np.int16)  # no int16 wrap-around
     n = len(kept)
     cols = {k: np.full(n, ABSENT, dtype=d) for k, d in COLUMNS.items()}
     cols.update(ts_ns=ts_ns, dur_ns=dur_ns, kind=kind.astype(np.int8), device=device, pid=pid, stream=tid,

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from ..errors import MissingRankError, TraceFormatError
 from .cache import read_cache, write_cache
+from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
 from .columnar import build_table
 from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
@@ -31,6 +32,7 @@ class LoadOptions:
     cache: bool = True
     cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
     max_bytes: int = DEFAULT_MAX_BYTES
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
 
 
 def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
@@ -39,12 +41,18 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
     if options.cache:
         hit = read_cache(path, options)
         if hit is not None:
+            check_strings(hit[0], path, options.max_string_bytes)
             return hit
     data = read_bytes(path, options.max_bytes)
     trace, warnings = decode(data, path)
+    check_header(trace, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
     del data
-    table, info = build_table(trace, path, options.rules, warnings, exact)
+    try:
+        table, info = build_table(trace, path, options.rules, warnings, exact)
+    except OverflowError as exc:  # a number no int64/int32 column can hold: refuse rather than wrap around
+        raise TraceFormatError(f"{path}: a number in the trace is out of range ({exc}); the trace is corrupt") from None
+    table, info = check_table(table, info, path, options.max_string_bytes)
     if options.cache:
         write_cache(path, options, table, info)
     return table, info
@@ -92,6 +100,7 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
     warnings: list[str] = []
     results = list(results)
     for path, (table, info) in zip(files, results):
+        check_rank(info)
         rank = info.rank
         if rank < 0:
             if len(files) > 1:

@@ -24,11 +24,18 @@ def _text(value) -> str | None:
     return str(value)
 
 
+_INT_LIMIT = 2**53  # sizes, counts and sequence numbers beyond this are corrupt (and overflow bytes = n * size)
+_INT32_FIELDS = ("group_size", "src_rank", "dst_rank")
+
+
 def _int(value) -> int:
+    """A non-negative count from an arg (int, or its decimal text); absent (-1) when missing, malformed,
+    non-finite or beyond 2**53."""
     try:
-        return int(value) if value is not None and value != "" else ABSENT
-    except (TypeError, ValueError):
+        v = int(value) if value is not None and value != "" and not isinstance(value, bool) else ABSENT
+    except (TypeError, ValueError, OverflowError):
         return ABSENT
+    return v if -1 <= v < _INT_LIMIT else ABSENT
 
 
 def fill_collectives(cols, strings: dict[str, int], args, names: list[str], name_codes) -> None:
@@ -43,7 +50,7 @@ def fill_collectives(cols, strings: dict[str, int], args, names: list[str], name
             if value:
                 cols[key][i] = sid(value)
         for key, value in ints.items():
-            if value is not None and value >= 0:
+            if value is not None and 0 <= value < (2**31 if key in _INT32_FIELDS else _INT_LIMIT):
                 cols[key][i] = value
 
     kind = cols["kind"]
@@ -155,5 +162,5 @@ def _fill_bytes(cols, strings: dict[str, int]) -> None:
         if size < 0:
             continue
         for n_key, b_key in (("in_nelems", "in_bytes"), ("out_nelems", "out_bytes")):
-            if cols[b_key][i] < 0 and cols[n_key][i] >= 0:
+            if cols[b_key][i] < 0 and 0 <= cols[n_key][i] < _INT_LIMIT // 16:  # no int64 wrap-around
                 cols[b_key][i] = cols[n_key][i] * size

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from . import view
 from .base import check_summary
+from .safe_text import printable
 
 RANK_KEYS = (*view.STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
 DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
@@ -31,7 +32,7 @@ def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system=None, highlight=False)
     for f in view.headline(summary):
-        con.print(f"{escape(f.label)}: {f.text}")
+        con.print(f"{escape(printable(f.label))}: {escape(printable(f.text))}")
     ranks = summary.get("ranks") or []
     rows = [[str(r["rank"]), str(len(r.get("steps", []))),
              *(view.figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)).text for k in RANK_KEYS),
@@ -52,8 +53,8 @@ def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
         _section(con, {"layers": memory["layers"]}, "activation memory per layer: measured vs model", "layers",
                  MEMORY_FIELDS, None)
     for w in summary.get("warnings") or []:
-        con.print(f"warning: {escape(w)}")
-    return buf.getvalue()
+        con.print(f"warning: {escape(printable(w))}")
+    return printable(buf.getvalue(), multiline=True)  # a second guard: nothing from a trace drives the terminal
 
 
 def _section(con: Console, summary: Mapping, title: str, key: str, fields: Sequence[str], pick) -> None:
@@ -71,5 +72,5 @@ def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
     for h in headers:
         t.add_column(h.removesuffix("_us").replace("_", " "), overflow="fold")
     for r in rows:
-        t.add_row(*(escape(x) for x in r))
+        t.add_row(*(escape(printable(x)) for x in r))
     return t
