@@ -120,6 +120,10 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
+    if align_clocks and len(ranks) > 1 and not (df["match"] >= 0).any():
+        mismatches.append(f"clock alignment impossible: no collective matched across ranks {ranks} "
+                          f"({'no collectives in the traces' if df.empty else 'none paired'}); each rank keeps its "
+                          "own clock and no cross-rank wait, skew or straggler is computed")
     shift = df["rank"].map({r: o.offset_ns for r, o in offsets.items()}).fillna(0.0)
     start, end = df["start_ns"] - shift, df["end_ns"] - shift
     m = df["match"] >= 0

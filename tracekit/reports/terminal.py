@@ -33,6 +33,9 @@ def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
     con = Console(file=buf, width=width, color_system=None, highlight=False)
     for f in view.headline(summary):
         con.print(f"{escape(printable(f.label))}: {escape(printable(f.text))}")
+    note = view.clock_note(summary)
+    if note:
+        con.print(escape(printable(note)))
     ranks = summary.get("ranks") or []
     rows = [[str(r["rank"]), str(len(r.get("steps", []))),
              *(view.figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)).text for k in RANK_KEYS),
