@@ -120,10 +120,15 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
-    if align_clocks and len(ranks) > 1 and not (df["match"] >= 0).any():
-        mismatches.append(f"clock alignment impossible: no collective matched across ranks {ranks} "
-                          f"({'no collectives in the traces' if df.empty else 'none paired'}); each rank keeps its "
-                          "own clock and no cross-rank wait, skew or straggler is computed")
+    if align_clocks and len(ranks) > 1 and len(offsets) < 2:
+        why = ("no collectives in the traces" if df.empty else "none paired" if not (df["match"] >= 0).any()
+               else "only point-to-point or one-sided ops paired, which bound no clock offset")
+        mismatches.append(f"clock alignment impossible: no all_reduce/all_gather/reduce_scatter/all_to_all/barrier "
+                          f"matched across ranks ({why}); no cross-rank wait, skew or straggler is computed. If the "
+                          "ranks share one clock (one host), --no-align-clocks computes them on the raw times")
+    if align_clocks and len(df):  # never mix clocks: a match with an unaligned rank gives no cross-rank figure
+        unaligned_match = df.loc[(df["match"] >= 0) & ~df["rank"].isin(list(offsets)), "match"].unique()
+        df.loc[df["match"].isin(unaligned_match), "match"] = -1
     shift = df["rank"].map({r: o.offset_ns for r, o in offsets.items()}).fillna(0.0)
     start, end = df["start_ns"] - shift, df["end_ns"] - shift
     m = df["match"] >= 0

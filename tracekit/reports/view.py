@@ -110,8 +110,8 @@ def clock_note(summary: Mapping) -> str | None:
         return None
     offs = [o for o in summary.get("clock_offsets") or [] if o.get("method") != "reference"]
     if not offs:
-        return ("clocks not aligned: no collective matched across ranks, so cross-rank figures (wait, skew, "
-                "stragglers) are not computed and each rank's times stay on its own clock")
+        return ("clocks not aligned: no all-reduce-like collective matched across ranks, so cross-rank figures "
+                "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock")
     o = max(offs, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
     return (f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
             f"collectives): largest correction rank {o['rank']} {fmt_us(o.get('offset_us'))} "
