@@ -85,9 +85,14 @@ def build(*, layout=None, groups: list[dict] | None = None, model: Mapping | Non
 def write(path: str | os.PathLike, manifest: Mapping) -> None:
     """Write atomically (a reader never sees half a manifest)."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):  # a full disk leaves no half-written temporary behind
+            os.unlink(tmp)
+        raise
 
 
 def read(path: str | os.PathLike) -> dict:

@@ -7,12 +7,16 @@
 
 Writes ``rank{R}.trace.json.gz`` for every profiled rank (cycles after the first of ``repeat`` go to
 ``cycle{N}/rank{R}.trace.json.gz``) and, from rank 0, ``run.json`` (see :mod:`tracekit.collectors.manifest`).
-An export failure (full disk, unwritable directory) is a logged warning; training goes on. The wall time of
+Faults never break the training loop; each is a logged warning and a line in ``.problems``: an export failure
+(full disk, unwritable directory, an exception inside the profiler), a trace found incomplete after writing
+(a partial file never takes the trace's name), and a profiler already running in the process (tracekit then
+records nothing rather than stop the other one). The wall time of
 profiled and unprofiled steps is measured and reported as the profiler's overhead per step.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import time
@@ -77,13 +81,22 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         self._export_ns = 0
         self._calls_ns = 0
         self._manifest: dict = {}
+        self.problems: list[str] = []  # every fault met, one line each (also logged as a warning)
+
+    def _report(self, message: str) -> None:
+        self.problems.append(message)
+        log.warning("tracekit: %s", message)
 
     # -- context manager ------------------------------------------------------------------------------------
     def __enter__(self) -> "profile":
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            log.warning("tracekit: cannot create %s (%s); traces will not be written", self.out_dir, exc)
+            self._report(f"cannot create {self.out_dir} ({exc}); traces will not be written")
+        if self.enabled and _profiler_running():
+            self._report(f"rank {self.rank}: another profiler is already running in this process; tracekit records "
+                         "nothing rather than stop it (finish the other profiler first)")
+            self.enabled = False
         if self.activation_memory:
             # TODO(activation memory): hook tracekit.collectors.activation here once it lands.
             log.warning("tracekit: activation_memory=True is accepted but not measured in this build")
@@ -93,9 +106,14 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
             activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(ProfilerActivity.CUDA)
-            self._prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
-                                                on_trace_ready=self._export, **self._opts)
-            self._prof.__enter__()
+            try:
+                prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
+                                              on_trace_ready=self._export, **self._opts)
+                prof.__enter__()
+                self._prof = prof
+                _ACTIVE.add(id(self))
+            except Exception as err:  # noqa: BLE001 - never break the run we observe
+                self._report(f"rank {self.rank}: the profiler could not start ({err}); nothing is recorded")
         self._step = 0
         self._t_step = time.perf_counter_ns()
         return self
@@ -105,7 +123,12 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         self._step_times.append((self._step, now - self._t_step))
         self._step += 1
         if self._prof is not None:
-            self._prof.step()
+            try:
+                self._prof.step()
+            except Exception as err:  # noqa: BLE001 - an exception in the profiler (export included) stops it
+                self._report(f"rank {self.rank}: the profiler failed at step {self._step} ({err}); profiling "
+                             "stops, training continues")
+                self._stop_quietly()
         # Time inside the profiler's step() (trace start/stop, event collection, export) is counted apart: it is
         # paid once per cycle boundary, not on every recorded step.
         self._t_step = time.perf_counter_ns()
@@ -117,7 +140,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
             try:
                 self._prof.__exit__(*exc)
             except Exception as err:  # noqa: BLE001 - never break the run we observe
-                log.warning("tracekit: profiler stop failed on rank %d: %s", self.rank, err)
+                self._report(f"rank {self.rank}: profiler stop failed: {err}")
+            _ACTIVE.discard(id(self))
             self._calls_ns += time.perf_counter_ns() - t0
         self.overhead = self._measure_overhead()
         if self.rank == 0:
@@ -132,16 +156,34 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         name = f"rank{self.rank}.trace.json.gz"
         return self.out_dir / name if self._cycle == 0 else self.out_dir / f"cycle{self._cycle}" / name
 
+    def _stop_quietly(self) -> None:
+        prof, self._prof = self._prof, None
+        _ACTIVE.discard(id(self))
+        try:
+            prof.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - already reported
+            pass
+
     def _export(self, prof) -> None:
+        """Write to a hidden partial file (the loader skips dot-files), check it is a complete gzip stream that
+        ends the JSON document, then give it the trace's name. A failure leaves no file under that name."""
         t0 = time.perf_counter_ns()
         path = self._trace_path()
+        partial = path.parent / f".{path.name}.partial.gz"
         self._cycle += 1
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            prof.export_chrome_trace(str(path))
+            prof.export_chrome_trace(str(partial))
+            if not _complete_json_gz(partial):
+                raise OSError("the written trace is incomplete (disk full or file size limit?)")
+            os.replace(partial, path)
             self.trace_paths.append(path)
         except Exception as err:  # noqa: BLE001 - full disk, unwritable directory, ...: warn, go on
-            log.warning("tracekit: rank %d could not write %s: %s; training continues", self.rank, path, err)
+            self._report(f"rank {self.rank} could not write {path}: {err}; training continues")
+            try:
+                partial.unlink(missing_ok=True)
+            except OSError:
+                pass
         self._export_ns += time.perf_counter_ns() - t0
 
     def _write_manifest(self, update: bool = False) -> None:
@@ -157,7 +199,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                 self._manifest["activation_memory"] = self.activation_memory
             manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
         except Exception as err:  # noqa: BLE001
-            log.warning("tracekit: could not write the run manifest in %s: %s", self.out_dir, err)
+            self._report(f"could not write the run manifest in {self.out_dir}: {err}")
 
     def _measure_overhead(self) -> ProfileOverhead:
         recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}
@@ -174,3 +216,28 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         over = mean(prof_ns) - mean(plain_ns) if prof_ns and plain_ns else -1
         return ProfileOverhead(self.rank, len(self._step_times), len(plain_ns), len(prof_ns), mean(plain_ns),
                                mean(prof_ns), over, self._calls_ns, self._export_ns)
+
+
+_ACTIVE: set[int] = set()  # tracekit profilers recording in this process
+
+
+def _profiler_running() -> bool:
+    """Another profiler active in this process: a tracekit one, or torch's autograd profiler recording."""
+    if _ACTIVE:
+        return True
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # noqa: BLE001 - private API: unknown means "not running"
+        return False
+
+
+def _complete_json_gz(path: Path) -> bool:
+    """The file inflates without error and its JSON ends with the closing brace (Kineto writes one object)."""
+    tail = b""
+    try:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                tail = (tail + chunk)[-64:]
+    except (OSError, EOFError):
+        return False
+    return tail.rstrip().endswith(b"}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import timedelta
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessException
 
 from ...errors import TracekitError
 from .. import comm
@@ -114,10 +116,15 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             "replica": coords[2] == 0 or par.sequence_parallel}
 
 
+# A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
+COLLECTIVE_TIMEOUT_S = float(os.environ.get("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300))
+
+
 def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     torch.set_num_threads(1)
     comm.reset_sequences()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     try:
         for i, (cfg, out_dir) in enumerate(jobs):
             queue.put(dict(train(cfg, out_dir, profiled, return_state, torch.device("cpu")), job=i))
@@ -159,6 +166,17 @@ def _drain(queue, procs, expected: int) -> list[dict]:
     return items
 
 
+def spawn_ranks(fn, head: tuple, tail: tuple, world: int, expected: int) -> list[dict]:
+    """Run ``fn(rank, *head, queue, *tail)`` in ``world`` spawned processes and collect ``expected`` results.
+    A rank that raises or dies (signal, exit code) is a one-line TracekitError; the others are terminated."""
+    queue = mp.get_context("spawn").SimpleQueue()
+    try:
+        procs = mp.start_processes(fn, args=(*head, queue, *tail), nprocs=world, start_method="spawn", join=False)
+        return _drain(queue, procs, expected)
+    except ProcessException as exc:  # raised, or exited by a signal / non-zero code
+        raise TracekitError(f"workload run failed on a rank: {str(exc).strip().splitlines()[-1]}") from None
+
+
 def run_workload(config: WorkloadConfig, out_dir, *, profiled: bool = True, return_state: bool = False) -> RunResult:
     """Run ``config`` and return where its traces and manifest went. Spawns ``tp x cp x dp`` gloo processes on
     this host, unless this process is already one rank of a ``torchrun`` job (then NCCL when CUDA is there)."""
@@ -174,15 +192,9 @@ def run_batch(jobs, *, profiled: bool = True, return_state: bool = False) -> lis
     worlds = {cfg.validate().world_size for cfg, _ in jobs}
     if len(worlds) != 1:
         raise TracekitError(f"run_batch: jobs need one world size, got {sorted(worlds)}; split the batch")
-    world, port, ctx = worlds.pop(), _free_port(), mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
+    world, port = worlds.pop(), _free_port()
     jobs = [(cfg, str(out)) for cfg, out in jobs]
-    try:
-        procs = mp.start_processes(_rank_main, args=(world, jobs, port, queue, profiled, return_state),
-                                   nprocs=world, start_method="spawn", join=False)
-        items = _drain(queue, procs, world * len(jobs))
-    except mp.ProcessRaisedException as exc:
-        raise TracekitError(f"workload run failed on a rank: {str(exc).strip().splitlines()[-1]}") from None
+    items = spawn_ranks(_rank_main, (world, jobs, port), (profiled, return_state), world, world * len(jobs))
     results = []
     for i, (cfg, out) in enumerate(jobs):
         mine = [it for it in items if it.get("job") == i]

@@ -1,0 +1,153 @@
+"""Bounded-time fuzzing of the loader (and the analyzer behind it) on mutated real traces.
+
+Mutations: truncation, byte flips, gzip damage, and JSON-level edits (a field's value swapped for a value of
+another type, a huge or negative number, a control-character string; fields deleted; events duplicated). The
+only acceptable outcomes are a TracekitError (one line) or a table whose numbers are sane. Each crash found
+here became a named regression test in test_robustness.py. TRACEKIT_FUZZ_EXAMPLES raises the example count.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from functools import lru_cache
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from tests.conftest import gpu_trace
+from tracekit.analyzers import analyze
+from tracekit.errors import TracekitError
+from tracekit.model.events import COLUMNS, EventKind
+from tracekit.model.io import LoadOptions, load
+
+EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 60))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@lru_cache(maxsize=None)
+def seeds() -> tuple[dict, ...]:
+    """Two small real traces: the ROCm toy, and 400 events of an NCCL all-reduce trace with its header."""
+    toy = json.loads(gzip.open(gpu_trace("rocm-mi250-minitoy.json.gz")).read())
+    nccl = json.loads(gzip.open(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")).read())
+    ev = nccl["traceEvents"]
+    comm = [e for e in ev if "Collective name" in (e.get("args") or {})][:20]
+    nccl["traceEvents"] = [e for e in ev if e.get("ph") == "M"] + ev[5000:5400] + comm
+    return toy, nccl
+
+
+def _seed_bytes(i: int) -> bytes:
+    return json.dumps(seeds()[i]).encode()
+
+
+def check(path: str, run_analyzer: bool = True) -> None:
+    """Load (and analyse); only TracekitError may escape, and a loaded table must be sane."""
+    try:
+        ts = load(path, options=LoadOptions(cache=False, max_bytes=50_000_000), executor="serial")
+    except TracekitError as exc:
+        assert "\n" not in str(exc)
+        return
+    for _, t in ts:
+        assert set(t.columns) == set(COLUMNS)
+        assert (t["dur_ns"] >= 0).all()
+        assert (np.abs(t["ts_ns"]) < 2**62).all() and (np.abs(t.end_ns) < 2**62).all()
+        assert np.isin(t["kind"], [int(k) for k in EventKind]).all()
+        for col in ("in_bytes", "out_bytes", "in_nelems", "out_nelems"):
+            assert (t[col] >= -1).all()
+    if run_analyzer:
+        try:
+            summary = analyze(ts).to_dict()
+        except TracekitError:
+            return
+        json.dumps(summary, allow_nan=True)  # serialisable
+
+
+# -- byte level -----------------------------------------------------------------------------------------------
+@FUZZ
+@given(seed=st.integers(0, 1), cut=st.floats(0.0, 1.0), gz=st.booleans())
+def test_truncated(tmp_path_factory, seed, cut, gz):
+    data = _seed_bytes(seed)
+    data = data[: int(len(data) * cut)]
+    path = tmp_path_factory.mktemp("f") / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    check(str(path), run_analyzer=False)
+
+
+@FUZZ
+@given(seed=st.integers(0, 1), flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)),
+                                              min_size=1, max_size=8), gz=st.booleans())
+def test_byte_flips(tmp_path_factory, seed, flips, gz):
+    data = bytearray(_seed_bytes(seed))
+    if gz:
+        data = bytearray(gzip.compress(bytes(data)))
+    for where, value in flips:
+        data[int(where * len(data))] = value
+    path = tmp_path_factory.mktemp("f") / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(bytes(data))
+    check(str(path), run_analyzer=False)
+
+
+# -- JSON level -------------------------------------------------------------------------------------------------
+NASTY_STR = st.sampled_from(["", "\x1b]0;pwned\x07", "ProfilerStep#99999999999999999999", "ProfilerStep#-1",
+                             "nan", "1e309", "-1", "0x10", "allreduce", "ncclDevKernel_x", "gloo:all_reduce",
+                             "tracekit:comm|op=all_reduce|pg=0", "[0, 1, 2]", "kernel", "cpu_op"])
+NASTY = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.sampled_from([2**62, 2**63, -2**63, 0]),
+                  st.floats(allow_nan=False, allow_infinity=False), NASTY_STR, st.text(max_size=8),
+                  st.lists(st.integers(-3, 3), max_size=3), st.fixed_dictionaries({"x": st.integers()}))
+FIELDS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
+ARGS = ["External id", "correlation", "stream", "device", "Collective name", "In msg nelems", "Out msg nelems",
+        "Group size", "dtype", "Process Group Name", "Process Group Ranks", "Seq", "Bytes", "Total Allocated", "name"]
+HEADER = ["distributedInfo", "baseTimeNanoseconds", "traceEvents", "deviceProperties", "trace_id"]
+
+EDIT = st.one_of(
+    st.tuples(st.just("field"), st.floats(0, 1, exclude_max=True), st.sampled_from(FIELDS), NASTY),
+    st.tuples(st.just("arg"), st.floats(0, 1, exclude_max=True), st.sampled_from(ARGS), NASTY),
+    st.tuples(st.just("delete"), st.floats(0, 1, exclude_max=True), st.sampled_from(FIELDS), st.none()),
+    st.tuples(st.just("dup"), st.floats(0, 1, exclude_max=True), st.none(), st.none()),
+    st.tuples(st.just("header"), st.just(0.0), st.sampled_from(HEADER), NASTY),
+    st.tuples(st.just("dist"), st.just(0.0), st.sampled_from(["rank", "world_size", "pg_config", "backend"]), NASTY),
+)
+
+
+def apply(doc: dict, edit) -> None:
+    what, where, key, value = edit
+    events = doc.get("traceEvents")
+    if what == "header":
+        doc[key] = value
+        return
+    if what == "dist":
+        if isinstance(doc.get("distributedInfo"), dict):
+            doc["distributedInfo"][key] = value
+        return
+    if not isinstance(events, list) or not events:
+        return
+    pool = range(len(events))
+    if what in ("arg", "field") and where < 0.5:  # half the edits hit a collective (the args tracekit reads)
+        pool = [j for j, e in enumerate(events) if isinstance(e, dict) and "Collective name" in (e.get("args") or {})
+                or str(e.get("name", "")).startswith("ProfilerStep#")] or pool
+        where *= 2
+    i = pool[min(int(where * len(pool)), len(pool) - 1)]
+    e = events[i]
+    if not isinstance(e, dict):
+        return
+    if what == "field":
+        e[key] = value
+    elif what == "arg":
+        if isinstance(e.get("args"), dict):
+            e["args"][key] = value
+    elif what == "delete":
+        e.pop(key, None)
+    elif what == "dup":
+        events.insert(i, json.loads(json.dumps(e)))
+
+
+@FUZZ
+@given(seed=st.integers(0, 1), edits=st.lists(EDIT, min_size=1, max_size=6))
+def test_json_mutations(tmp_path_factory, seed, edits):
+    doc = json.loads(json.dumps(seeds()[seed]))
+    for edit in edits:
+        apply(doc, edit)
+    path = tmp_path_factory.mktemp("f") / "t.json"
+    path.write_text(json.dumps(doc))
+    check(str(path))
