@@ -55,6 +55,9 @@ def check(path: str, run_analyzer: bool = True) -> None:
         assert np.isin(t["kind"], [int(k) for k in EventKind]).all()
         for col in ("in_bytes", "out_bytes", "in_nelems", "out_nelems"):
             assert (t[col] >= -1).all()
+        for n, b in (("in_nelems", "in_bytes"), ("out_nelems", "out_bytes")):  # bytes = n x size: no wrap-around
+            both = (t[n] >= 0) & (t[b] >= 0)
+            assert (t[b][both] >= t[n][both]).all()
     if run_analyzer:
         try:
             summary = analyze(ts).to_dict()
@@ -95,6 +98,10 @@ NASTY_STR = st.sampled_from(["", "\x1b]0;pwned\x07", "ProfilerStep#9999999999999
 NASTY = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.sampled_from([2**62, 2**63, -2**63, 0]),
                   st.floats(allow_nan=False, allow_infinity=False), NASTY_STR, st.text(max_size=8),
                   st.lists(st.integers(-3, 3), max_size=3), st.fixed_dictionaries({"x": st.integers()}))
+NUMS = st.one_of(st.integers(-2**70, 2**70), st.sampled_from([2**31, 2**53, 2**62, 2**63, -2**63, 10**30, str(10**30),
+                                                              1e300, -1, 0, "12", "-3"]))
+NUM_ARGS = ["In msg nelems", "Out msg nelems", "In msg size", "Group size", "Seq", "Src Rank", "Dst Rank", "device",
+            "correlation", "External id", "Bytes", "Total Allocated", "bytes"]
 FIELDS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
 ARGS = ["External id", "correlation", "stream", "device", "Collective name", "In msg nelems", "Out msg nelems",
         "Group size", "dtype", "Process Group Name", "Process Group Ranks", "Seq", "Bytes", "Total Allocated", "name"]
@@ -103,6 +110,8 @@ HEADER = ["distributedInfo", "baseTimeNanoseconds", "traceEvents", "deviceProper
 EDIT = st.one_of(
     st.tuples(st.just("field"), st.floats(0, 1, exclude_max=True), st.sampled_from(FIELDS), NASTY),
     st.tuples(st.just("arg"), st.floats(0, 1, exclude_max=True), st.sampled_from(ARGS), NASTY),
+    st.tuples(st.just("arg"), st.floats(0, 0.5, exclude_max=True), st.sampled_from(NUM_ARGS), NUMS),  # collectives
+    st.tuples(st.just("field"), st.floats(0, 1, exclude_max=True), st.sampled_from(["ts", "dur", "pid", "tid"]), NUMS),
     st.tuples(st.just("delete"), st.floats(0, 1, exclude_max=True), st.sampled_from(FIELDS), st.none()),
     st.tuples(st.just("dup"), st.floats(0, 1, exclude_max=True), st.none(), st.none()),
     st.tuples(st.just("header"), st.just(0.0), st.sampled_from(HEADER), NASTY),
@@ -124,8 +133,9 @@ def apply(doc: dict, edit) -> None:
         return
     pool = range(len(events))
     if what in ("arg", "field") and where < 0.5:  # half the edits hit a collective (the args tracekit reads)
-        pool = [j for j, e in enumerate(events) if isinstance(e, dict) and "Collective name" in (e.get("args") or {})
-                or str(e.get("name", "")).startswith("ProfilerStep#")] or pool
+        pool = [j for j, e in enumerate(events) if isinstance(e, dict) and (
+                isinstance(e.get("args"), dict) and "Collective name" in e["args"]
+                or str(e.get("name", "")).startswith("ProfilerStep#"))] or pool
         where *= 2
     i = pool[min(int(where * len(pool)), len(pool) - 1)]
     e = events[i]
