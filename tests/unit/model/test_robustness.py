@@ -82,8 +82,9 @@ def test_unknown_categories_are_counted_as_other_with_a_warning(tmp_path):
 
 
 # -- NaN and huge numbers ---------------------------------------------------------------------------------------
+# 2**61 and 2**62: found by test_fuzz_loader on the loader before this fix (bytes wrapped to 0 or negative)
 @pytest.mark.parametrize("args", [{"In msg nelems": 10**30}, {"In msg nelems": str(10**30)},
-                                  {"In msg nelems": 2**62}, {"In msg nelems": -7}])
+                                  {"In msg nelems": 2**62}, {"In msg nelems": 2**61}, {"In msg nelems": -7}])
 def test_huge_sizes_are_absent_never_wrapped(tmp_path, args):
     table, _ = _load(write(tmp_path / "t.json", [step(), kernel(**args)]))
     i = np.flatnonzero(table.mask_kind(K.COMM))[0]
@@ -92,7 +93,8 @@ def test_huge_sizes_are_absent_never_wrapped(tmp_path, args):
     assert table["out_bytes"][i] == 16  # the sane field next to it is kept
 
 
-@pytest.mark.parametrize("args", [{"Group size": 10**12}, {"Seq": "99999999999999999999999"},
+# Group size 2**31: found by test_fuzz_loader (OverflowError traceback from the int32 column)
+@pytest.mark.parametrize("args", [{"Group size": 10**12}, {"Group size": 2**31}, {"Seq": "99999999999999999999999"},
                                   {"Seq": 10**25}, {"device": 70000}])
 def test_out_of_range_ids_are_absent(tmp_path, args):
     table, _ = _load(write(tmp_path / "t.json", [step(), kernel(**args)]))
@@ -211,3 +213,29 @@ def test_terminal_escape_sequences_are_shown_escaped(tmp_path):
         assert "\x1b" not in res.output and "\x07" not in res.output
     assert "\\x1b]0;pwned\\x07" in res.output  # the kernel, in the top exposed collectives, escaped and legible
     assert "\\x1b[2J" in _cli("info", str(d)).output  # the process group description
+
+
+# -- a killed process's .json.gz: the gzip stream itself is cut ---------------------------------------------------
+def test_truncated_gzip_trace_is_salvaged(tmp_path):
+    src = gpu_trace("pp-sendrecv-128rank-rank0.json.gz")
+    full, _ = _load(src)
+    raw = open(src, "rb").read()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw[: len(raw) // 2])  # no gzip trailer, JSON cut mid-event
+    table, info = _load(cut)
+    assert 0 < len(table) < len(full)
+    rows = lambda t: set(map(tuple, np.c_[t["ts_ns"], t["dur_ns"], t["kind"]].tolist()))  # noqa: E731
+    assert rows(table) <= rows(full)  # every kept event is a real event of the trace, unchanged
+    (w,) = [w for w in info.warnings if "truncated" in w]
+    assert str(cut) in w and "kept" in w and "lost" in w
+
+
+# -- paths derived from trace content stay in their directory -------------------------------------------------------
+@pytest.mark.parametrize("name", ["../../etc/x.json", "..json", "a/b/../../../c.json.gz", ".tracekit_cache.json"])
+def test_cache_paths_stay_in_the_cache_dir(tmp_path, name):
+    import os
+
+    from tracekit.model.cache import cache_path
+
+    target = cache_path(str(tmp_path / "runs" / name), str(tmp_path / "cache"))
+    assert os.path.dirname(target) == str(tmp_path / "cache")
