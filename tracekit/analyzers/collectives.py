@@ -169,4 +169,5 @@ def _stragglers(df: pd.DataFrame, start: pd.Series, m: pd.Series) -> tuple[Strag
     for rank, g in per.groupby("rank"):
         out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()),
                              float(g["caused"].sum())))
-    return tuple(sorted(out, key=lambda s: (-s.last_arrivals, -s.total_caused_wait_ns)))
+    # the straggler is the rank that made its peers wait longest; how often it came last breaks ties
+    return tuple(sorted(out, key=lambda s: (-s.total_caused_wait_ns, -s.last_arrivals)))
