@@ -63,8 +63,16 @@ def summary(result, cfg) -> str:
 
 
 def _analysis(result) -> str:
-    try:  # the analyzers land separately; the summary degrades to the figures above without them
-        from ..analyzers import overlap  # noqa: F401
-    except ImportError:
-        return "(overlap analysis: run `tracekit analyze` on the output directory once the analyzers are installed)"
-    return f"(analyze with: tracekit analyze {result.out_dir})"
+    """The analyzer's headline for the run just recorded (the full view: `tracekit analyze OUT`)."""
+    from ..reports.view import fmt_ratio, fmt_us
+    from ._analysis import analysis_from_traces
+
+    summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
+    lines = ["", f"{'rank':<5} {'wall/step':>11} {'comm':>11} {'hidden':>11} {'exposed':>11} {'overlap':>8}"]
+    for r in summary["ranks"]:
+        t, n = r["totals"], max(len(r["steps"]), 1)
+        lines.append(f"{r['rank']:<5} {fmt_us(t['wall_us'] / n):>11} {fmt_us(t['comm_us'] / n):>11} "
+                     f"{fmt_us(t['hidden_comm_us'] / n):>11} {fmt_us(t['exposed_comm_us'] / n):>11} "
+                     f"{fmt_ratio(t['overlap_ratio']):>8}")
+    lines.append(f"(per step; details: tracekit analyze {result.out_dir})")
+    return "\n".join(lines)
