@@ -59,7 +59,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
     def __init__(self, out_dir, *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
                  record_shapes: bool = True, profile_memory: bool = False, with_stack: bool = False,
                  ranks=None, layout=None, activation_memory: bool = False, model: Mapping | None = None,
-                 groups: list[dict] | None = None):
+                 groups: list[dict] | None = None, workload: str | None = None):
         self.out_dir = Path(out_dir)
         self.rank, self.world_size = _rank_world()
         self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
@@ -69,6 +69,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         self._opts = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
         self.layout, self.model, self.groups = layout, model, groups
         self.activation_memory = activation_memory
+        self.workload = workload  # a name for the run manifest: `tracekit check` compares like with like
         self.trace_paths: list[Path] = []
         self.overhead: ProfileOverhead | None = None
         self._prof = None
@@ -155,6 +156,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                     layout=layout, groups=groups, model=self.model, schedule=self.schedule_args,
                     profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
                 self._manifest["activation_memory"] = self.activation_memory
+                if self.workload:
+                    self._manifest["workload"] = self.workload
             manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
         except Exception as err:  # noqa: BLE001
             log.warning("tracekit: could not write the run manifest in %s: %s", self.out_dir, err)

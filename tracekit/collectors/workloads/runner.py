@@ -98,7 +98,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     overhead = {}
     if profiled:
         with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
-                     model=cfg.model_dims(), activation_memory=cfg.activation_memory) as prof:
+                     model=cfg.model_dims(), activation_memory=cfg.activation_memory,
+                     workload=cfg.workload) as prof:
             for i in range(total):
                 one_step(i)
                 prof.step()
