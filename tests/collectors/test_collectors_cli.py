@@ -26,9 +26,10 @@ def test_run_tp_sp_cp_ring_on_four_processes(tmp_path):
     for rank in range(4):
         (anns,) = comm_by_step(read(tmp_path / f"rank{rank}.trace.json.gz"))
         dims = Counter(a.pg_desc for a in anns)
-        # sp: 2x2 chunked all-gathers + 2x2 chunked reduce-scatters forward, 2 + 2 backward, 1 LayerNorm;
+        # sp: 2x2 chunked all-gathers + 2x2 chunked reduce-scatters forward; backward 2 all-gathers (proj, FC2
+        # gradients), 2 re-gathers of the saved QKV/FC1 input shards, 2 reduce-scatters; 1 LayerNorm;
         # cp: one K/V shift forward and one backward; dp (the cp ranks): 3 gradient buckets
-        assert dims == {"tracekit:sp": 13, "tracekit:cp": 2, "tracekit:dp": 3}
+        assert dims == {"tracekit:sp": 15, "tracekit:cp": 2, "tracekit:dp": 3}
 
 
 def test_bad_layout_is_a_usage_error(tmp_path):

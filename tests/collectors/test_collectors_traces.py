@@ -29,6 +29,7 @@ def expected(workload: str, overlap: bool) -> Counter:
         c[("sp", "all_gather", sbh // 2 // k, sbh // k)] += 2 * L * k  # forward, before QKV and FC1
         c[("sp", "reduce_scatter", sbh // k, sbh // 2 // k)] += 2 * L * k  # forward, after proj and FC2
         c[("sp", "all_gather", sbh // 2, sbh)] += 2 * L  # backward of proj and FC2
+        c[("sp", "all_gather", sbh // 2, sbh)] += 2 * L  # backward of QKV and FC1: their saved input shard again
         c[("sp", "reduce_scatter", sbh, sbh // 2)] += 2 * L  # backward of QKV and FC1
         c[("sp", "all_reduce", 4 * H * L, 4 * H * L)] += 1  # sequence-parallel LayerNorm gradients
     elif workload == "cp-ring":  # K and V of s/2 tokens: cp-1 = 1 shift forward, 1 backward, per layer

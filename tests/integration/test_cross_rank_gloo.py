@@ -106,9 +106,9 @@ def test_late_rank_is_the_straggler_and_its_peer_waits_the_delay(run_dir):
     wait0 = _late(d, 0)["wait_us"] / 1e6
     assert abs(wait0 - DELAY_S) <= 0.2 * DELAY_S, f"rank 0 waited {wait0 * 1e3:.1f} ms for a {DELAY_S * 1e3} ms delay"
     assert _late(d, 1)["wait_us"] < 0.1 * DELAY_S * 1e6
-    # on a loaded 2-core host rank 0 may arrive last more often (by little); the late rank caused the most wait
-    caused = {s["rank"]: s["total_caused_wait_us"] for s in d["stragglers"]}
-    assert max(caused, key=caused.get) == 1 and caused[1] / 1e6 >= 0.8 * DELAY_S
+    # ranked by the wait it caused (each rank in turn comes last in the clock probes, by little)
+    top = d["stragglers"][0]
+    assert top["rank"] == 1 and top["total_caused_wait_us"] / 1e6 >= 0.8 * DELAY_S
     assert d["ranks"][0]["totals"]["comm_us"] > 0 and d["ranks"][0]["totals"]["compute_us"] > 0
 
 

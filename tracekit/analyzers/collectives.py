@@ -68,8 +68,10 @@ def _keys(df: pd.DataFrame) -> pd.Series:
     src = df["src_rank"].where(df["src_rank"] >= 0, df["rank"].where(df["op"] == "send", -1))
     dst = df["dst_rank"].where(df["dst_rank"] >= 0, df["rank"].where(df["op"] == "recv", -1))
     df = df.assign(pg=pg, src=src, dst=dst).sort_values("start_ns", kind="stable")
-    # no process group (old traces) or a fused send_recv without peers: nothing safe to match on
-    matchable = (df["pg"] != "") & (df["op"] != "send_recv") & (df["op"] != "")
+    # no process group (old traces), or a fused send_recv without a sequence number (NCCL's SendRecv kernel of
+    # a pipeline stage pairs with an unknown peer): nothing safe to match on. A send_recv that carries its
+    # group's Seq is a group-wide exchange (tracekit's ring step: every rank of the group takes part).
+    matchable = (df["pg"] != "") & (df["op"] != "") & ((df["op"] != "send_recv") | (df["seq"] >= 0))
     coll = df[~p2p.loc[df.index] & matchable]
     use_seq = coll.groupby("pg")["seq"].transform(lambda s: bool((s >= 0).all()))
     order = coll.groupby(["rank", "pg"]).cumcount()
@@ -178,4 +180,5 @@ def _stragglers(df: pd.DataFrame, start: pd.Series, m: pd.Series) -> tuple[Strag
     for rank, g in per.groupby("rank"):
         out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()),
                              float(g["caused"].sum())))
-    return tuple(sorted(out, key=lambda s: (-s.last_arrivals, -s.total_caused_wait_ns)))
+    # the straggler is the rank that made its peers wait longest; how often it came last breaks ties
+    return tuple(sorted(out, key=lambda s: (-s.total_caused_wait_ns, -s.last_arrivals)))

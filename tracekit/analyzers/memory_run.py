@@ -28,6 +28,11 @@ def activation_files(traces: TraceSet) -> list[str]:
     """``activation_r{rank}.json`` files beside the loaded traces (the run directory), ordered by rank."""
     dirs = sorted({os.path.dirname(os.path.abspath(traces.info(r).source)) for r in traces.ranks
                    if traces.info(r).source})
+    return activation_files_in(dirs)
+
+
+def activation_files_in(dirs) -> list[str]:
+    """``activation_r{rank}.json`` files in these directories, ordered by rank."""
     found = []
     for d in dirs:
         for name in os.listdir(d):
@@ -78,11 +83,25 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
 
 def activation_from_run(traces: TraceSet) -> tuple[ActivationComparison | None, tuple[str, ...]]:
     """The comparison (or None) and warnings for what was found but could not be used."""
-    files = activation_files(traces)
+    return compare_files(activation_files(traces), traces.metadata.manifest)
+
+
+def activation_from_dir(run_dir) -> tuple[ActivationComparison | None, tuple[str, ...]]:
+    """The same from a run directory alone (its ``run.json`` and ``activation_r*.json``), no traces loaded."""
+    path = os.path.join(run_dir, "run.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError):
+        manifest = {}
+    return compare_files(activation_files_in([run_dir]), manifest if isinstance(manifest, Mapping) else {})
+
+
+def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationComparison | None, tuple[str, ...]]:
     if not files:
         return None, ()
     try:
-        config = config_from_manifest(traces.metadata.manifest)
+        config = config_from_manifest(manifest or {})
     except TracekitError as exc:
         return None, (f"activation memory: run.json model does not configure the model ({exc})",)
     if config is None:

@@ -20,6 +20,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("check", "tracekit.cli.check:check"),
     ("diff", "tracekit.cli.diff:diff"),
     ("run", "tracekit.cli.run:run"),
+    ("demo", "tracekit.cli.demo:demo"),
 )
 
 

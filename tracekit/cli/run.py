@@ -22,7 +22,9 @@ from ..collectors.workloads.config import DTYPES, WorkloadConfig
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help="Chunked/async collectives scheduled under independent compute.")
 @click.option("--steps", type=int, default=3, show_default=True, help="Profiled steps.")
-@click.option("--activation-memory", is_flag=True, help="Record saved-activation bytes per module.")
+@click.option("--activation-memory", is_flag=True,
+              help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
+                   "with the Korthikanti et al. model in the summary.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
         out_dir):
@@ -58,13 +60,40 @@ def summary(result, cfg) -> str:
         lines += ["", f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
                       f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
                       f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export"]
+    if result.activation_paths:
+        lines += ["", *activation_lines(result.out_dir)]
     lines.append(_analysis(result))
     return "\n".join(lines)
 
 
+def activation_lines(out_dir) -> list[str]:
+    """Measured saved bytes per layer against the model, rank by rank (the last step)."""
+    from ..analyzers.memory_run import activation_from_dir
+
+    comparison, warnings = activation_from_dir(out_dir)
+    if comparison is None:
+        return [f"activation memory: {w}" for w in warnings] or ["activation memory: nothing recorded"]
+    model = comparison.model
+    lines = [f"activation memory per layer (model {model.name}: {model.formula}, paper {model.paper_bytes:,} B"
+             f" + LayerNorm statistics {model.layernorm_stats_bytes:,} B)",
+             f"{'rank':>4} {'layer':>5} {'measured B':>12} {'model B':>12} {'delta B':>9}"]
+    for row in comparison.layers:
+        lines.append(f"{row.rank if row.rank is not None else '-':>4} {row.layer:>5} {row.measured_bytes:>12,} "
+                     f"{row.model_bytes:>12,} {row.delta_bytes:>+9,}")
+    return lines + [f"activation memory: {w}" for w in warnings]
+
+
 def _analysis(result) -> str:
-    try:  # the analyzers land separately; the summary degrades to the figures above without them
-        from ..analyzers import overlap  # noqa: F401
-    except ImportError:
-        return "(overlap analysis: run `tracekit analyze` on the output directory once the analyzers are installed)"
-    return f"(analyze with: tracekit analyze {result.out_dir})"
+    """The analyzer's headline for the run just recorded (the full view: `tracekit analyze OUT`)."""
+    from ..reports.view import fmt_ratio, fmt_us
+    from ._analysis import analysis_from_traces
+
+    summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
+    lines = ["", f"{'rank':<5} {'wall/step':>11} {'comm':>11} {'hidden':>11} {'exposed':>11} {'overlap':>8}"]
+    for r in summary["ranks"]:
+        t, n = r["totals"], max(len(r["steps"]), 1)
+        lines.append(f"{r['rank']:<5} {fmt_us(t['wall_us'] / n):>11} {fmt_us(t['comm_us'] / n):>11} "
+                     f"{fmt_us(t['hidden_comm_us'] / n):>11} {fmt_us(t['exposed_comm_us'] / n):>11} "
+                     f"{fmt_ratio(t['overlap_ratio']):>8}")
+    lines.append(f"(per step; details: tracekit analyze {result.out_dir})")
+    return "\n".join(lines)

@@ -12,6 +12,19 @@ Faults never break the training loop; each is a logged warning and a line in ``.
 (a partial file never takes the trace's name), and a profiler already running in the process (tracekit then
 records nothing rather than stop the other one). The wall time of
 profiled and unprofiled steps is measured and reported as the profiler's overhead per step.
+
+Activation memory::
+
+    with tracekit.profile("out/run1", activation_memory=True, model=net, layers="layers",
+                          model_dims={"seq": 2048, "batch": 1, "hidden": 4096, "heads": 32, "tp": 8,
+                                      "sp": True, "dtype": "bf16", "dropout": 0.1}) as p:
+
+records the bytes each layer of ``net`` saves for backward in every step (``layers``: a ModuleList's name,
+modules, or {index: module}; default: ``net``'s top-level children) and the peak memory per step, and writes
+``activation_r{rank}.json`` beside the traces (see :mod:`.profile_activation`). ``model_dims`` goes to
+``run.json`` as its ``model`` dict; with seq, batch (per rank's micro-batch), hidden and heads there,
+``tracekit analyze`` compares each layer with the Korthikanti et al. model (tp/cp/sp may also come from
+``layout``). For compatibility ``model=`` given a mapping is taken as ``model_dims``.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerAction, ProfilerActivity
 
 from . import manifest as manifest_mod
+from .profile_activation import ActivationSession
 
 log = logging.getLogger("tracekit.profile")
 
@@ -62,8 +76,9 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
 
     def __init__(self, out_dir, *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
                  record_shapes: bool = True, profile_memory: bool = False, with_stack: bool = False,
-                 ranks=None, layout=None, activation_memory: bool = False, model: Mapping | None = None,
-                 groups: list[dict] | None = None):
+                 ranks=None, layout=None, activation_memory: bool = False,
+                 model: torch.nn.Module | Mapping | None = None, layers=None, model_dims: Mapping | None = None,
+                 groups: list[dict] | None = None, workload: str | None = None):
         self.out_dir = Path(out_dir)
         self.rank, self.world_size = _rank_world()
         self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
@@ -71,8 +86,13 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         self.schedule_args = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self._schedule = torch.profiler.schedule(**self.schedule_args)
         self._opts = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
-        self.layout, self.model, self.groups = layout, model, groups
+        if isinstance(model, Mapping):
+            model, model_dims = None, {**model, **(model_dims or {})}
+        self.layout, self.model, self.layers, self.groups = layout, model, layers, groups
+        self.model_dims = dict(model_dims) if model_dims is not None else None
         self.activation_memory = activation_memory
+        self.workload = workload  # a name for the run manifest: `tracekit check` compares like with like
+        self.activation: ActivationSession | None = None
         self.trace_paths: list[Path] = []
         self.overhead: ProfileOverhead | None = None
         self._prof = None
@@ -97,12 +117,10 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
             self._report(f"rank {self.rank}: another profiler is already running in this process; tracekit records "
                          "nothing rather than stop it (finish the other profiler first)")
             self.enabled = False
-        if self.activation_memory:
-            # TODO(activation memory): hook tracekit.collectors.activation here once it lands.
-            log.warning("tracekit: activation_memory=True is accepted but not measured in this build")
         if self.rank == 0:
             self._write_manifest()
         if self.enabled:
+            self._start_activation()
             activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(ProfilerActivity.CUDA)
@@ -122,6 +140,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         now = time.perf_counter_ns()
         self._step_times.append((self._step, now - self._t_step))
         self._step += 1
+        if self.activation is not None:
+            self.activation.step()
         if self._prof is not None:
             try:
                 self._prof.step()
@@ -143,6 +163,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                 self._report(f"rank {self.rank}: profiler stop failed: {err}")
             _ACTIVE.discard(id(self))
             self._calls_ns += time.perf_counter_ns() - t0
+        if self.activation is not None:
+            self.activation.close(*exc)
         self.overhead = self._measure_overhead()
         if self.rank == 0:
             self._manifest["profiler_overhead"] = self.overhead.to_dict()
@@ -152,6 +174,21 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         return False
 
     # -- internals ------------------------------------------------------------------------------------------
+    def _start_activation(self) -> None:
+        if not self.activation_memory:
+            return
+        if not isinstance(self.model, torch.nn.Module):
+            log.warning("tracekit: activation_memory=True needs model=<the torch.nn.Module>; not measured")
+            return
+        try:
+            self.activation = ActivationSession(self.model, self.layers, self.rank, self.out_dir).__enter__()
+        except Exception as err:  # noqa: BLE001 - a bad layers= is the user's to fix, not a crash of training
+            log.warning("tracekit: rank %d: activation memory not measured: %s", self.rank, err)
+            self.activation = None
+            return
+        if self.activation.needs_profile_memory:
+            self._opts["profile_memory"] = True  # CPU peaks come from the profiler's allocation events
+
     def _trace_path(self) -> Path:
         name = f"rank{self.rank}.trace.json.gz"
         return self.out_dir / name if self._cycle == 0 else self.out_dir / f"cycle{self._cycle}" / name
@@ -167,6 +204,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
     def _export(self, prof) -> None:
         """Write to a hidden partial file (the loader skips dot-files), check it is a complete gzip stream that
         ends the JSON document, then give it the trace's name. A failure leaves no file under that name."""
+        if self.activation is not None:
+            self.activation.collect_peaks(prof)
         t0 = time.perf_counter_ns()
         path = self._trace_path()
         partial = path.parent / f".{path.name}.partial.gz"
@@ -194,9 +233,11 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                     groups = self.layout.created
                 layout = getattr(self.layout, "layout", self.layout)
                 self._manifest = manifest_mod.build(
-                    layout=layout, groups=groups, model=self.model, schedule=self.schedule_args,
+                    layout=layout, groups=groups, model=self.model_dims, schedule=self.schedule_args,
                     profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
                 self._manifest["activation_memory"] = self.activation_memory
+                if self.workload:
+                    self._manifest["workload"] = self.workload
             manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
         except Exception as err:  # noqa: BLE001
             self._report(f"could not write the run manifest in {self.out_dir}: {err}")

@@ -79,10 +79,12 @@ class Summary:
         return self.data.get("run") or {}
 
     def identity(self) -> dict[str, Any]:
-        """What must match for two runs to be compared: world size, layout (sizes of 1 dropped), workload,
-        device type. Absent fields are None."""
+        """What must match for two runs to be compared: world size, layout (sizes of 1 dropped; flags such as
+        sequence_parallel and names such as cp_kind kept as they are), workload, device type. Absent fields
+        are None."""
         run = self.run
-        layout = {str(k): int(v) for k, v in (run.get("layout") or {}).items() if int(v) != 1}
+        layout = {str(k): v for k, v in (run.get("layout") or {}).items()
+                  if not (isinstance(v, int) and not isinstance(v, bool) and v == 1)}
         return {"world_size": run.get("world_size"), "layout": dict(sorted(layout.items())),
                 "workload": run.get("workload"), "device_type": run.get("device_type")}
 

@@ -1,8 +1,14 @@
 """Causal self-attention: plain, ring (context parallel, zig-zag split, online softmax) and Ulysses.
 
 q, k, v are [batch, heads, seq, head_dim]; ``*_pos`` are the global sequence positions of their rows, so the
-causal mask is ``q_pos >= k_pos`` whatever the split. Attention dropout goes through ``torch.native_dropout``
-(a one-byte mask) on the unnormalised probabilities, as flash attention does.
+causal mask is ``q_pos >= k_pos`` whatever the split.
+
+Without context parallelism (and inside Ulysses) attention is Megatron's core attention in the activation
+dtype: QK^T, a fused scale + causal-mask + softmax that saves only its output (Megatron's
+``ScaledUpperTriangMaskedSoftmax``; softmax arithmetic in fp32), ``torch.native_dropout`` on the probabilities
+(a one-byte mask), then x V, so what it keeps for backward is the paper's (Korthikanti et al. 2022): Q, K, V,
+the softmax output, its dropout mask and the dropout output. Ring attention merges blocks with an online
+softmax in fp32 and drops out the unnormalised probabilities, as flash attention does.
 """
 
 from __future__ import annotations
@@ -49,8 +55,33 @@ def merge(out_a, lse_a, out_b, lse_b):
     return out_a * torch.exp(lse_a - lse) + out_b * torch.exp(lse_b - lse), lse
 
 
+class CausalSoftmax(torch.autograd.Function):
+    """softmax(scale * scores) under the causal mask, computed in fp32, returned in the scores' dtype; saves
+    only its output (the backward of softmax needs nothing else)."""
+
+    @staticmethod
+    def forward(ctx, scores, q_pos, k_pos, scale: float):
+        masked = (scores.float() * scale).masked_fill(q_pos[:, None] < k_pos[None, :], float("-inf"))
+        probs = torch.softmax(masked, dim=-1).to(scores.dtype)
+        ctx.scale = scale
+        ctx.save_for_backward(probs)
+        return probs
+
+    @staticmethod
+    def backward(ctx, g):
+        (probs,) = ctx.saved_tensors
+        p, gf = probs.float(), g.float()
+        grad = p * (gf - (gf * p).sum(dim=-1, keepdim=True)) * ctx.scale
+        return grad.to(g.dtype), None, None, None
+
+
 def attention(q, k, v, q_pos, k_pos, dropout_p: float):
-    return block_attention(q, k, v, q_pos, k_pos, dropout_p)[0].to(q.dtype)
+    """Core attention (every query sees at least its own position): see the module docstring."""
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    probs = CausalSoftmax.apply(scores, q_pos, k_pos, 1.0 / math.sqrt(q.shape[-1]))
+    if dropout_p > 0:
+        probs = torch.native_dropout(probs, dropout_p, True)[0]
+    return torch.matmul(probs, v)
 
 
 def ring_attention(q, k, v, q_pos, group, seq: int, dropout_p: float, overlap: bool):

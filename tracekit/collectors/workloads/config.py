@@ -87,9 +87,16 @@ class WorkloadConfig:
                 raise ConfigError(f"workload {self.workload}: {message}")
         return lay
 
-    def model_dims(self) -> dict:
+    def model_dims(self, device_type: str = "cpu") -> dict:
+        """The ``model`` dict of run.json: what the activation-memory model needs. ``batch`` is one rank's
+        micro-batch (the global batch over dp); LayerNorm saves its mean and rstd in the activation dtype on
+        CPU, fp32 on CUDA (``layernorm_stat_bytes``); the dropout masks are ``torch.native_dropout``'s bools."""
+        lay = self.layout()
         return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
-                "batch": self.batch, "dtype": self.dtype, "dropout": self.dropout, "ffn_hidden": 4 * self.hidden}
+                "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
+                "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
+                "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind, "mask_bytes": 1,
+                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize}
 
     def to_dict(self) -> dict:
         return asdict(self)

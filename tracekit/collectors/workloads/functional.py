@@ -3,8 +3,8 @@
 Tensors are [sequence, batch, features]. A linear is ``y = x @ w.T`` with ``w`` [out, in].
 
 Column-parallel (``w`` split along ``out``), mode ``tp``: input replicated, backward all-reduces the input
-gradient; mode ``sp``: input sharded along the sequence, forward all-gathers it, backward reduce-scatters the
-input gradient. Row-parallel (``w`` split along ``in``), mode ``tp``: forward all-reduces the output; mode
+gradient; mode ``sp``: input sharded along the sequence, forward all-gathers it and saves only the shard,
+backward all-gathers it again and reduce-scatters the input gradient. Row-parallel (``w`` split along ``in``), mode ``tp``: forward all-reduces the output; mode
 ``sp``: forward reduce-scatters it, backward all-gathers the gradient.
 
 Overlap (``chunks > 1``): the sequence is cut into chunks and each chunk's collective runs while the next
@@ -59,20 +59,34 @@ def gather_seq(x: torch.Tensor, group, chunks: int = 1, fn=None) -> tuple[torch.
 
 
 class ColumnParallel(torch.autograd.Function):
+    """Saves its input as it came in: under SP the sequence SHARD, all-gathered again in backward (Megatron's
+    ``LinearWithGradAccumulationAndAsyncCommunication`` with ``sequence_parallel``), so the QKV and FC1 inputs
+    cost sbh/t, not sbh, of activation memory."""
+
     @staticmethod
     def forward(ctx, x, w, mode, group, chunks):
         ctx.mode, ctx.group, ctx.overlap = mode, group, chunks > 1
         if group is not None and mode == "sp":
-            x_full, y = gather_seq(x, group, chunks, lambda t: t @ w.t())
+            y = gather_seq(x, group, chunks, lambda t: t @ w.t())[1]
         else:
-            x_full, y = x, x @ w.t()
-        ctx.save_for_backward(x_full, w)
+            y = x @ w.t()
+        ctx.save_for_backward(x, w)
         return y
 
     @staticmethod
     def backward(ctx, g):
-        x_full, w = ctx.saved_tensors
+        x, w = ctx.saved_tensors
+        gather = None
+        if ctx.group is not None and ctx.mode == "sp":  # re-gather the input; overlap: under the grad_x GEMM
+            x_full = x.new_empty(_size(ctx.group) * x.shape[0], *x.shape[1:])
+            gather = comm.all_gather(x_full, x, ctx.group, async_op=True)
+            if not ctx.overlap:
+                gather.wait()
+        else:
+            x_full = x
         grad_x = g @ w
+        if gather is not None and ctx.overlap:
+            gather.wait()
         work, out = None, grad_x
         if ctx.group is not None:
             if ctx.mode == "sp":

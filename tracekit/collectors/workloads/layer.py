@@ -81,11 +81,18 @@ class Layer(nn.Module):
         qkv = ColumnParallel.apply(ln1, self.qkv, mode, p.tp_group, chunks)
         ctx = self._attention(qkv, positions)
         o = RowParallel.apply(ctx, self.proj, mode, p.tp_group, chunks)
-        x = x + torch.native_dropout(o, self.dropout, self.training)[0]
+        x = x + self._dropout(o)
         ln2 = F.layer_norm(x, (h,), self.ln2_w, self.ln2_b)
         f = F.gelu(ColumnParallel.apply(ln2, self.fc1, mode, p.tp_group, chunks))
         y = RowParallel.apply(f, self.fc2, mode, p.tp_group, chunks)
-        return x + torch.native_dropout(y, self.dropout, self.training)[0]
+        return x + self._dropout(y)
+
+    def _dropout(self, y: torch.Tensor) -> torch.Tensor:
+        """``torch.native_dropout``: a one-byte mask, as the paper counts (``F.dropout`` on CPU keeps it in the
+        activation dtype); none at all at p = 0."""
+        if self.dropout > 0 and self.training:
+            return torch.native_dropout(y, self.dropout, True)[0]
+        return y
 
     def _attention(self, qkv: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         s, b = qkv.shape[:2]

@@ -40,12 +40,13 @@ class RunResult:
     overheads: tuple[dict, ...]  # per rank: ProfileOverhead.to_dict()
     comm_stats: tuple[dict, ...]  # per rank: {"desc|op": [count, bytes]} over the whole run
     states: tuple[dict, ...] = field(default=())  # per rank, with return_state: step-0 loss, output, grads
+    activation_paths: tuple[Path, ...] = field(default=())  # activation_r{rank}.json, with activation_memory
 
     def to_dict(self) -> dict:
         return {"out_dir": str(self.out_dir), "trace_paths": [str(p) for p in self.trace_paths],
                 "manifest_path": str(self.manifest_path) if self.manifest_path else None,
                 "world_size": self.world_size, "losses": list(self.losses), "overheads": list(self.overheads),
-                "comm_stats": list(self.comm_stats)}
+                "comm_stats": list(self.comm_stats), "activation_paths": [str(p) for p in self.activation_paths]}
 
 
 def _free_port() -> int:
@@ -97,15 +98,18 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
                 p.add_(p.grad, alpha=-1e-3)
 
     total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
-    overhead = {}
+    overhead, activation = {}, None
     if profiled:
         with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
-                     model=cfg.model_dims(), activation_memory=cfg.activation_memory) as prof:
+                     model=layers, model_dims=cfg.model_dims(device.type),
+                     activation_memory=cfg.activation_memory, workload=cfg.workload) as prof:
             for i in range(total):
                 one_step(i)
                 prof.step()
         overhead = prof.overhead.to_dict()
         traces = [str(p) for p in prof.trace_paths]
+        if prof.activation is not None and prof.activation.path is not None:
+            activation = str(prof.activation.path)
     else:
         for i in range(total):
             one_step(i)
@@ -113,6 +117,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     coords = lay.coords(dist.get_rank())
     return {"rank": dist.get_rank(), "coords": coords, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
+            "activation": activation,
             "replica": coords[2] == 0 or par.sequence_parallel}
 
 
@@ -143,7 +148,8 @@ def _collect(items: list[dict], cfg: WorkloadConfig, out_dir: Path) -> RunResult
     return RunResult(out_dir, tuple(Path(p) for r in items for p in r["traces"]),
                      manifest if manifest.exists() else None, len(items), losses,
                      tuple(r["overhead"] for r in items), tuple(r["comm"] for r in items),
-                     tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items))
+                     tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items),
+                     tuple(Path(r["activation"]) for r in items if r.get("activation")))
 
 
 def _drain(queue, procs, expected: int) -> list[dict]:
