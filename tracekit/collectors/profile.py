@@ -178,12 +178,12 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         if not self.activation_memory:
             return
         if not isinstance(self.model, torch.nn.Module):
-            log.warning("tracekit: activation_memory=True needs model=<the torch.nn.Module>; not measured")
+            self._report("activation_memory=True needs model=<the torch.nn.Module>; not measured")
             return
         try:
             self.activation = ActivationSession(self.model, self.layers, self.rank, self.out_dir).__enter__()
         except Exception as err:  # noqa: BLE001 - a bad layers= is the user's to fix, not a crash of training
-            log.warning("tracekit: rank %d: activation memory not measured: %s", self.rank, err)
+            self._report(f"rank {self.rank}: activation memory not measured: {err}")
             self.activation = None
             return
         if self.activation.needs_profile_memory:
