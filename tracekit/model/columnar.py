@@ -9,6 +9,7 @@ unique names, step assignment, correlation joins, collective linking) runs once 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from .classify import RuleSet
 from .decode import Trace
@@ -82,9 +83,9 @@ class TableBuilder:
         p["pid"].append(_ints([e.pid for e in kept]))
         p["tid"].append(_ints([e.tid for e in kept]))
         args = [e.args for e in kept]
-        p["correlation"].append(_ints([a.correlation if a is not None else None for a in args]))
-        p["external"].append(_ints([a.external_id if a is not None else None for a in args]))
-        p["dev_arg"].append(_ints([a.device if a is not None else None for a in args]))
+        p["correlation"].append(_ints([a.correlation if a is not None else -1 for a in args]))
+        p["external"].append(_ints([a.external_id if a is not None else -1 for a in args]))
+        p["dev_arg"].append(_ints([a.device if a is not None else -1 for a in args]))
         coll = [i for i, a in enumerate(args) if a is not None and (a.coll_name is not None or
                                                                     a.in_nelems is not None or a.in_size is not None)]
         has_coll = np.zeros(n, dtype=bool)
@@ -154,9 +155,8 @@ def _codes(uniques: dict[str, int], values: list) -> np.ndarray:
     """Codes of ``values`` in ``uniques`` (first-appearance order over all pieces), extended as needed."""
     if not values:
         return np.empty(0, np.int32)
-    local: dict[str, int] = {}
-    codes = np.fromiter((local.setdefault(v, len(local)) for v in values), dtype=np.int32, count=len(values))
-    remap = np.fromiter((uniques.setdefault(v, len(uniques)) for v in local), dtype=np.int32, count=len(local))
+    codes, local = pd.factorize(np.array(values, dtype=object))
+    remap = np.array([uniques.setdefault(v, len(uniques)) for v in local], dtype=np.int32)
     return remap[codes]
 
 
