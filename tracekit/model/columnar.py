@@ -45,22 +45,22 @@ class TableBuilder:
         return bool(np.any((np.abs(t) >= _EXACT_LIMIT) & (t != np.floor(t))))
 
     def add(self, events, exact: tuple[list, list] | None = None) -> None:
-        f = self.facts
-        for e in events:
-            if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
-                f.thread_names[(e.pid, e.tid)] = e.args.name
-            elif e.ph in ("s", "f"):
-                f.flow_cats.add(e.cat)
-        keep = [i for i, e in enumerate(events)
-                if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")]
+        ph_codes, phs = _factorize([e.ph for e in events])
+        cat_codes, cats = _factorize([e.cat for e in events])
+        keep_mask = _is(ph_codes, phs, "X") & ~_in(cat_codes, cats, _DROP_CATS)
+        inst = np.flatnonzero(_is(ph_codes, phs, "i"))
+        keep_mask[inst[[events[j].name == "[memory]" for j in inst.tolist()]]] = True
+        self._facts(events, ph_codes, phs, cat_codes, cats)
+        keep = np.flatnonzero(keep_mask).tolist()
         kept = [events[i] for i in keep]
-        f.note_kept(kept)
+        self.facts.note_kept(kept)
         ts = _floats([e.ts for e in kept])
         dur = _floats([e.dur for e in kept])
-        is_instant = np.array([e.ph == "i" for e in kept], dtype=bool)
+        is_instant = _is(ph_codes, phs, "i")[keep]
         dur = np.where(is_instant & np.isnan(dur), 0.0, dur)
         good = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15) & (dur < 9e15)
         bad = int(len(good) - np.count_nonzero(good))
+        kept_cats = cat_codes[keep]
         if exact is not None:
             ts_ns = _ints([exact[0][i] for i in keep])[good]
             dur_ns = _ints([exact[1][i] for i in keep])[good]
@@ -68,18 +68,26 @@ class TableBuilder:
         if bad:
             self.n_bad += bad
             kept = [e for e, g in zip(kept, good) if g]
-            ts, dur = ts[good], dur[good]
+            ts, dur, kept_cats = ts[good], dur[good], kept_cats[good]
         if exact is None:
             ts_ns, dur_ns = _to_ns(ts), np.rint(dur * 1000.0).astype(np.int64)
-        self._columns(kept, ts_ns, dur_ns)
+        self._columns(kept, ts_ns, dur_ns, kept_cats, cats)
 
-    def _columns(self, kept, ts_ns, dur_ns) -> None:
+    def _facts(self, events, ph_codes, phs, cat_codes, cats) -> None:
+        f = self.facts
+        for j in np.flatnonzero(_is(ph_codes, phs, "M")).tolist():
+            e = events[j]
+            if e.name == "thread_name" and e.args is not None and e.args.name:
+                f.thread_names[(e.pid, e.tid)] = e.args.name
+        flows = _is(ph_codes, phs, "s") | _is(ph_codes, phs, "f")
+        f.flow_cats.update(cats[c] for c in np.unique(cat_codes[flows]).tolist())
+
+    def _columns(self, kept, ts_ns, dur_ns, cat_codes, cats) -> None:
         p, n = self.parts, len(kept)
         p["ts"].append(ts_ns)
         p["dur"].append(dur_ns)
-        p["name"].append(_codes(self.names, [e.name for e in kept]))
-        cats = [e.cat for e in kept]
-        p["cat"].append(_codes(self.cats, cats))
+        p["name"].append(_recode(self.names, *_factorize([e.name for e in kept])))
+        p["cat"].append(_recode(self.cats, cat_codes, cats))
         p["pid"].append(_ints([e.pid for e in kept]))
         p["tid"].append(_ints([e.tid for e in kept]))
         args = [e.args for e in kept]
@@ -94,8 +102,8 @@ class TableBuilder:
         for i in coll:
             self.coll_args[self.rows + i] = args[i]
         mem_bytes, mem_total = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
-        mem = [i for i, c in enumerate(cats) if c in _MEM_CATS]
-        cp = [i for i, c in enumerate(cats) if c in _COPY_CATS]
+        mem = np.flatnonzero(_in(cat_codes, cats, _MEM_CATS)).tolist()
+        cp = np.flatnonzero(_in(cat_codes, cats, _COPY_CATS)).tolist()
         mem_bytes[mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
         mem_total[mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
         mem_bytes[cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
@@ -151,12 +159,30 @@ def _join(parts: list[np.ndarray], key: str) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _codes(uniques: dict[str, int], values: list) -> np.ndarray:
-    """Codes of ``values`` in ``uniques`` (first-appearance order over all pieces), extended as needed."""
+def _factorize(values: list) -> tuple[np.ndarray, list]:
+    """(codes, uniques in first-appearance order); pandas does the hashing in C."""
     if not values:
+        return np.empty(0, np.intp), []
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    return codes, list(uniques)
+
+
+def _is(codes: np.ndarray, uniques: list, value) -> np.ndarray:
+    return codes == uniques.index(value) if value in uniques else np.zeros(len(codes), dtype=bool)
+
+
+def _in(codes: np.ndarray, uniques: list, values: set) -> np.ndarray:
+    return np.array([u in values for u in uniques] or [False], dtype=bool)[codes]
+
+
+def _recode(table: dict, codes: np.ndarray, uniques: list) -> np.ndarray:
+    """Local codes -> codes into ``table`` (extended in the order the values first appear in ``codes``)."""
+    if not len(codes):
         return np.empty(0, np.int32)
-    codes, local = pd.factorize(np.array(values, dtype=object))
-    remap = np.array([uniques.setdefault(v, len(uniques)) for v in local], dtype=np.int32)
+    present, first = np.unique(codes, return_index=True)
+    remap = np.zeros(len(uniques), dtype=np.int32)
+    for c in present[np.argsort(first, kind="stable")].tolist():
+        remap[c] = table.setdefault(uniques[c], len(table))
     return remap[codes]
 
 
