@@ -127,16 +127,16 @@ def machine() -> dict:
             "hta": version("HolisticTraceAnalysis"), "msgspec": version("msgspec"), "numpy": version("numpy")}
 
 
-def bench_size(size_mb: int, work: str, repeat: int, timeout: int, skip_hta: bool) -> dict:
+def bench_size(size_mb: int, work: str, repeat: int, timeout: int, skip_hta: bool, hta_once_mb: int) -> dict:
     trace_dir, info = generate(size_mb, work)
     cache_dir = tempfile.mkdtemp(prefix="tk-cache-", dir=work)
     names = ["tracekit_load", "tracekit_cache_write", "tracekit_cached", "tracekit_analyze"]
     if not skip_hta:
-        names += ["hta_load", "hta_overlap"]
+        names += ["hta_load"] if size_mb > hta_once_mb else ["hta_load", "hta_overlap"]
     runs: dict[str, list[dict]] = {n: [] for n in names}
     for _ in range(repeat):
         for n in names:
-            if n == "tracekit_cache_write" and runs[n]:
+            if runs[n] and (n == "tracekit_cache_write" or (n.startswith("hta") and size_mb > hta_once_mb)):
                 continue
             runs[n].append(run_isolated(n, trace_dir, cache_dir, timeout))
             print(f"  {size_mb} MB {n}: {runs[n][-1]}", file=sys.stderr, flush=True)
@@ -182,9 +182,11 @@ def main() -> None:
     p.add_argument("--out", default=os.path.join(ROOT, "out", "bench.json"))
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--skip-hta", action="store_true")
+    p.add_argument("--hta-once-mb", type=int, default=600,
+                   help="above this size HTA's load runs once and its overlap call is skipped (minutes each)")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    results = [bench_size(int(s), a.work, a.repeat, a.timeout, a.skip_hta) for s in a.sizes.split(",")]
+    results = [bench_size(int(s), a.work, a.repeat, a.timeout, a.skip_hta, a.hta_once_mb) for s in a.sizes.split(",")]
     doc = {"machine": machine(), "results": results}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as fh:
