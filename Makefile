@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test venv browser clean bench
+.PHONY: demo test venv browser clean bench gate
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ demo: venv
 
 test: venv browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The project's own overlap gate: a real TP+SP run on CPU checked against the committed baseline
+# (tests/integration/test_ci_gate.py proves both directions with the same arguments).
+GATE_RUN = --workload tp-sp --tp 2 --layers 1 --seq 256 --hidden 512 --heads 8 --steps 4 --overlap
+GATE_CHECK = --baseline tests/baselines/tp-sp-cpu-ws2.json --metric overlap_ratio --max-regression 70% \
+	--min-delta-ratio 0.05 --budget 'overlap_ratio>=0.1'
+gate: venv
+	rm -rf out/ci/tp-sp
+	$(VENV)/bin/tracekit run $(GATE_RUN) --out out/ci/tp-sp
+	$(VENV)/bin/tracekit check out/ci/tp-sp $(GATE_CHECK) --junit out/ci/gate.xml --markdown out/ci/gate.md
 
 bench: venv
 	$(PY) benchmarks/run.py

@@ -1,6 +1,8 @@
 """tracekit: profiler and trace analysis for distributed transformer training."""
 
+from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
+from .collectors import profile
 from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
 
 __version__ = "0.1.0"
@@ -8,6 +10,13 @@ __version__ = "0.1.0"
 from .analyzers import Summary, analyze  # noqa: E402 -- after __version__, which the summary reads
 
 __all__ = [
-    "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MissingRankError", "ProcessGroup", "RankInfo",
-    "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__", "analyze",
+    "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",
+    "RankInfo", "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__",
+    "activation_memory", "activation_model", "analyze",
 ]
+
+
+def activation_memory(model, layers=None, **kwargs):
+    """``with tracekit.activation_memory(model) as rec: ...``; see tracekit.collectors.activation (imports torch)."""
+    from .collectors.activation import activation_memory as _activation_memory
+    return _activation_memory(model, layers, **kwargs)

@@ -29,3 +29,11 @@ class ConfigError(TracekitError):
 
 class InputLimitError(TraceFormatError):
     """Input exceeds a safety limit (decompressed size, string length); a flag raises the limit."""
+
+
+class SummaryFormatError(TracekitError):
+    """A file given as a `tracekit.summary/1` JSON summary (a baseline, say) that is not one."""
+
+
+class IncomparableRunsError(TracekitError):
+    """Two runs that differ in layout, world size, workload or device type: the gate refuses to compare them."""

@@ -3,23 +3,21 @@ time in a collective into wait (for the last peer) and transfer, rank the stragg
 
 Matching: group collectives by (process group, ``Seq``) where every instance of the group has one, else by
 order within the process group on each rank; point-to-point by (group, src, dst, order). Op and size must
-agree: a mismatch is reported and never paired. Clock offsets come from the ends of matched collectives whose
-ends are synchronous (all_reduce, all_gather, reduce_scatter, all_to_all, barrier) and are applied before any
-cross-rank number is computed.
+agree: a mismatch is reported and never paired. Clock offsets (tracekit.analyzers.clocks) come from causality
+bounds of matched collectives and are applied before any cross-rank number is computed.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .clocks import ClockOffset, estimate_offsets
 from .instances import Instances
 
 P2P_OPS = ("send", "recv")
-SYNC_END_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier", "all_reduce_coalesced")
 SIZE_FREE_OPS = ("all_to_all",)  # uneven splits: sizes legitimately differ between ranks
 
 
@@ -32,18 +30,6 @@ def bus_factor(op: str, n: int) -> float:
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ClockOffset:
-    rank: int
-    offset_ns: float  # subtract from the rank's times to put it on the reference rank's clock
-    spread_ns: float  # median absolute deviation of the matched end differences (summed along the chain)
-    matched: int
-
-    def to_dict(self) -> dict:
-        return {"rank": self.rank, "offset_us": self.offset_ns / 1e3, "spread_us": self.spread_ns / 1e3,
-                "matched": self.matched}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +68,18 @@ def _keys(df: pd.DataFrame) -> pd.Series:
     src = df["src_rank"].where(df["src_rank"] >= 0, df["rank"].where(df["op"] == "send", -1))
     dst = df["dst_rank"].where(df["dst_rank"] >= 0, df["rank"].where(df["op"] == "recv", -1))
     df = df.assign(pg=pg, src=src, dst=dst).sort_values("start_ns", kind="stable")
-    coll = df[~p2p.loc[df.index]]
+    # no process group (old traces), or a fused send_recv without a sequence number (NCCL's SendRecv kernel of
+    # a pipeline stage pairs with an unknown peer): nothing safe to match on. A send_recv that carries its
+    # group's Seq is a group-wide exchange (tracekit's ring step: every rank of the group takes part).
+    matchable = (df["pg"] != "") & (df["op"] != "") & ((df["op"] != "send_recv") | (df["seq"] >= 0))
+    coll = df[~p2p.loc[df.index] & matchable]
     use_seq = coll.groupby("pg")["seq"].transform(lambda s: bool((s >= 0).all()))
     order = coll.groupby(["rank", "pg"]).cumcount()
     idx = np.where(use_seq.astype(bool), coll["seq"], order)
     keys = pd.Series(None, index=df.index, dtype=object)
     keys.loc[coll.index] = ["c|%s|%s|%d" % (p, "s" if u else "o", i)
                             for p, u, i in zip(coll["pg"], use_seq.astype(bool), idx)]
-    pp = df[p2p.loc[df.index] & (df["src"] >= 0) & (df["dst"] >= 0)]
+    pp = df[p2p.loc[df.index] & matchable & (df["src"] >= 0) & (df["dst"] >= 0)]
     porder = pp.groupby(["rank", "pg", "src", "dst"]).cumcount()
     keys.loc[pp.index] = ["p|%s|%d|%d|%d" % t for t in zip(pp["pg"], pp["src"], pp["dst"], porder)]
     return keys.sort_index()
@@ -97,14 +87,16 @@ def _keys(df: pd.DataFrame) -> pd.Series:
 
 def _validate(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     """Which keys form a valid match: >= 2 distinct ranks, each once; same op (send+recv for p2p); same size."""
-    g = df[df["key"].notna()].groupby("key")
+    keyed = df[df["key"].notna()]
+    if keyed.empty:
+        return pd.Series(dtype=bool), []
+    g = keyed.groupby("key")
     n = g["rank"].nunique()
     dup = g["rank"].size() != n
     ops = g["op"].agg(lambda s: tuple(sorted(s)))
-    is_p2p = ops.map(lambda t: t[0] in P2P_OPS)
-    op_bad = ops.map(lambda t: len(set(t)) != 1) & ~is_p2p | is_p2p & ops.map(lambda t: t != ("recv", "send"))
-    sizes = g["bytes"].agg(lambda s: len(set(v for v in s if v > 0)) > 1)
-    size_bad = sizes & ~ops.map(lambda t: t[0] in SIZE_FREE_OPS)
+    op_bad = ops.map(lambda t: len(set(t)) != 1 if t[0] not in P2P_OPS else t != ("recv", "send")).astype(bool)
+    sizes = g["bytes"].agg(lambda s: len(set(v for v in s if v > 0)) > 1).astype(bool)
+    size_bad = sizes & ~ops.map(lambda t: t[0] in SIZE_FREE_OPS).astype(bool)
     bad = (dup | op_bad | size_bad) & (n >= 2)
     msgs = []
     for key in bad[bad].index[:20]:
@@ -117,29 +109,6 @@ def _validate(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     return (n >= 2) & ~bad, msgs
 
 
-def _offsets(df: pd.DataFrame, ranks: list[int]) -> dict[int, ClockOffset]:
-    """Per rank offset against the lowest rank, chained through ranks that share collectives."""
-    m = df[(df["match"] >= 0) & df["op"].isin(SYNC_END_OPS)]
-    ref_rank = m.groupby("match")["rank"].transform("min")
-    ref_end = m["end_ns"].where(m["rank"] == ref_rank).groupby(m["match"]).transform("max")
-    diffs = pd.DataFrame({"a": ref_rank, "b": m["rank"], "d": m["end_ns"] - ref_end})
-    diffs = diffs[diffs["a"] != diffs["b"]]
-    edges = {}
-    for (a, b), d in diffs.groupby(["a", "b"])["d"]:
-        med = float(d.median())
-        edges.setdefault(a, []).append((b, med, float((d - med).abs().median()), len(d)))
-        edges.setdefault(b, []).append((a, -med, float((d - med).abs().median()), len(d)))
-    out = {ranks[0]: ClockOffset(ranks[0], 0.0, 0.0, 0)} if ranks else {}
-    todo = deque(ranks[:1])
-    while todo:
-        a = todo.popleft()
-        for b, med, mad, cnt in sorted(edges.get(a, ()), key=lambda t: -t[3]):
-            if b not in out:
-                out[b] = ClockOffset(int(b), out[a].offset_ns + med, out[a].spread_ns + mad, cnt)
-                todo.append(b)
-    return out
-
-
 def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> CrossRank:
     """Match, align clocks, and compute wait/transfer, stragglers and bandwidth for every instance."""
     df = pd.DataFrame({k: v for k, v in inst.columns.items()})
@@ -148,7 +117,8 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     good = valid[valid].index
     codes = pd.Series(np.arange(len(good)), index=good)
     df["match"] = df["key"].map(codes).fillna(-1).astype(np.int64)
-    offsets = _offsets(df, ranks) if align_clocks and len(df) else {}
+    offsets, clock_warnings = estimate_offsets(df, ranks) if align_clocks and len(df) else ({}, [])
+    mismatches += clock_warnings
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
@@ -201,4 +171,5 @@ def _stragglers(df: pd.DataFrame, start: pd.Series, m: pd.Series) -> tuple[Strag
     for rank, g in per.groupby("rank"):
         out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()),
                              float(g["caused"].sum())))
-    return tuple(sorted(out, key=lambda s: (-s.last_arrivals, -s.total_caused_wait_ns)))
+    # the straggler is the rank that made its peers wait longest; how often it came last breaks ties
+    return tuple(sorted(out, key=lambda s: (-s.total_caused_wait_ns, -s.last_arrivals)))

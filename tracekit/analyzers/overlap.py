@@ -1,6 +1,7 @@
 """Hidden and exposed communication per rank, step, stream and collective instance (DESIGN.md definitions).
 
-K = union of compute (device KERNELs; on CPU-only runs, CPU_OPs minus the host's SYNC waits), C = union of
+K = union of compute (device KERNELs; on CPU-only runs, each thread's CPU_OPs minus the time that thread is
+blocked in a wait or a collective call), C = union of
 COMM. A step's figures use the events the step launched (the loader's ``step`` column) and hold its
 communication against *all* compute: hidden_N = |C_N ∩ K|. Wall and idle are the step window's own time.
 """
@@ -91,12 +92,21 @@ def compute_mask(table: EventTable, device_type: str) -> np.ndarray:
 
 
 def compute_union(table: EventTable, device_type: str) -> iv.Intervals:
-    """K: device kernels, or on CPU-only runs host ops minus the time the host is blocked in a wait."""
+    """K: device kernels; on CPU-only runs each host thread's operators minus the time that thread is blocked
+    in communication -- a ``Work.wait`` (SYNC) or a collective call (CPU_COMM_OP: a synchronous c10d op, a
+    tracekit issue annotation). Per thread, because an enclosing op (an autograd Function around a collective)
+    is not compute while its thread waits, but another thread's op running meanwhile is."""
     m = compute_mask(table, device_type)
-    k = iv.union(table["ts_ns"][m], table.end_ns[m])
-    if device_type == "cpu":
-        k = iv.subtract(k, _kind_union(table, EventKind.SYNC))
-    return k
+    if device_type != "cpu":
+        return iv.union(table["ts_ns"][m], table.end_ns[m])
+    blocked = table.mask_kind(EventKind.SYNC, EventKind.CPU_COMM_OP) & (table["device"] < 0)
+    stream = table["stream"]
+    parts = []
+    for thread in np.unique(stream[m]):
+        ops, blk = m & (stream == thread), blocked & (stream == thread)
+        k = iv.union(table["ts_ns"][ops], table.end_ns[ops])
+        parts.append(iv.subtract(k, iv.union(table["ts_ns"][blk], table.end_ns[blk])) if blk.any() else k)
+    return iv.merge(*parts) if parts else iv.empty()
 
 
 def _kind_union(table: EventTable, *kinds: EventKind) -> iv.Intervals:
@@ -153,9 +163,8 @@ def rank_overlap(table: EventTable, info: RankInfo) -> RankOverlap:
     in_steps = np.isin(step, ids)
     comm = table.mask_kind(EventKind.COMM) & in_steps
     k = compute_union(table, dev)
-    sync = _kind_union(table, EventKind.SYNC) if dev == "cpu" else None
     comm_ns, hidden_ns = _per_step(table, comm, step, ids, against=k)
-    compute_ns, _ = _per_step(table, compute_mask(table, dev) & in_steps, step, ids, minus=sync)
+    _, compute_ns = _per_step(table, compute_mask(table, dev) & in_steps, step, ids, against=k)  # |K_N|
     memcpy_ns, _ = _per_step(table, table.mask_kind(EventKind.MEMCPY) & in_steps, step, ids)
     memset_ns, _ = _per_step(table, table.mask_kind(EventKind.MEMSET) & in_steps, step, ids)
     busy = iv.merge(k, _kind_union(table, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -12,6 +12,7 @@ from ..model.traceset import TraceSet
 from .collectives import CrossRank, cross_rank
 from .dimensions import dimension_map
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
+from .memory import ActivationComparison
 from .overlap import RankOverlap, rank_overlap
 
 
@@ -90,14 +91,47 @@ class Summary:
 
     traces: TraceSet = field(repr=False)
     comm: CommResult
+    activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
 
     def to_dict(self) -> dict:
         from .summary import build_summary
 
-        return build_summary(self.traces, self.comm)
+        out = build_summary(self.traces, self.comm)
+        if self.activation is not None:
+            out["activation_memory"] = self.activation.to_dict()
+        return out
+
+    def timeline(self) -> dict:
+        """The ``tracekit.timeline/1`` record (one representative step per rank; docs/report-inputs.md). Not part
+        of ``to_dict()``: it grows with the number of kernels of a step."""
+        from .timeline import build_timeline
+
+        return build_timeline(self.traces, self.comm.ranks)
+
+    def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
+        """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,
+        category], ...] and its collectives as {"dimension", "start_us", "dur_us"}, in the trace's time base."""
+        from .timeline import comm_pieces, pieces_us, us
+
+        info = self.traces.info(rank)
+        hidden, exposed = comm_pieces(self.traces.table(rank), info)
+        inst = self.comm.instances
+        m = inst["rank"] == rank
+        base = info.base_time_ns
+        cols = [{"dimension": d or "unknown", "start_us": us(s - base), "dur_us": (e - s) / 1e3}
+                for d, s, e in zip(inst["dimension"][m], inst["start_ns"][m].tolist(), inst["end_ns"][m].tolist())]
+        return pieces_us([("hidden", hidden), ("exposed", exposed)], base), cols
 
 
 def analyze(traces: TraceSet, **options) -> Summary:
-    """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``."""
+    """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``. Activation memory is
+    compared with the model when the run directory holds ``activation_r{rank}.json`` and ``run.json`` gives the
+    model's dimensions (tracekit.analyzers.memory_run)."""
+    from .memory_run import activation_from_run
+
     opts = CommOptions(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items()})
-    return Summary(traces, CommAnalyzer().run(traces, opts))
+    comm = CommAnalyzer().run(traces, opts)
+    activation, warnings = activation_from_run(traces)
+    if warnings:
+        comm = replace(comm, warnings=comm.warnings + warnings)
+    return Summary(traces, comm, activation)

@@ -30,7 +30,7 @@ def build_summary(traces: TraceSet, comm) -> dict:
     md = traces.metadata
     run = {"world_size": md.world_size, "backend": md.backend or (infos[0].backend if infos else ""),
            "device_type": infos[0].device_type if infos else "cpu", "layout": dict(md.layout),
-           "workload": md.manifest.get("workload", ""), "ranks": traces.ranks,
+           "workload": md.manifest.get("workload") or None, "ranks": traces.ranks,
            "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
     out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
     out.update(comm_sections(comm))

@@ -12,6 +12,15 @@ from ..errors import TracekitError
 # (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("info", "tracekit.cli.info:info"),
+    ("report", "tracekit.cli.report:report"),
+    ("annotate", "tracekit.cli.annotate:annotate"),
+    ("memory", "tracekit.cli.memory:memory"),
+    ("analyze", "tracekit.cli.analyze:analyze"),
+    ("baseline", "tracekit.cli.baseline:baseline"),
+    ("check", "tracekit.cli.check:check"),
+    ("diff", "tracekit.cli.diff:diff"),
+    ("run", "tracekit.cli.run:run"),
+    ("demo", "tracekit.cli.demo:demo"),
 )
 
 

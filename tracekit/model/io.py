@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -81,7 +82,7 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
         item = os.fspath(item)
         if os.path.isdir(item):
             found += [os.path.join(item, f) for f in sorted(os.listdir(item))
-                      if f.endswith(TRACE_SUFFIXES) and f != MANIFEST and not f.startswith(".")]
+                      if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
         elif any(ch in item for ch in "*?["):
             found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
         elif os.path.exists(item):
@@ -91,6 +92,11 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
     if not found:
         raise TraceFormatError(f"{', '.join(map(os.fspath, items))}: no *.json or *.json.gz traces found")
     return found
+
+
+def _sidecar(name: str) -> bool:
+    """A run directory's other JSON files: the manifest and activation-memory results (not traces)."""
+    return name == MANIFEST or name.startswith(".") or re.fullmatch(r"activation_r\d+\.json", name) is not None
 
 
 def load(paths, *, options: LoadOptions | None = None, executor=None, progress: bool | None = None) -> TraceSet:

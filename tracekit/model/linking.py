@@ -76,7 +76,7 @@ def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list
         op = normalize_op(names[name_codes[i]].replace("gloo:", ""))
         if op:
             cols["coll_op_id"][i] = sid(op)
-    _link_gloo_spans(cols, parsed)
+    _link_gloo_spans(cols, parsed, strings)
     _fill_bytes(cols, strings)
 
 
@@ -116,34 +116,60 @@ def _link_device_kernels(cols) -> None:
         _copy(cols, k[ok], h[idx[ok]])
 
 
-def _link_gloo_spans(cols, parsed: dict) -> None:
-    """A gloo span on a worker thread takes the metadata of the tracekit:comm annotation that issued it:
-    the first earlier-issued annotation of the same op not yet matched (gloo runs a group's work in order)."""
+# gloo carries some collectives out as another op: reduce_scatter as an all_reduce plus a slice, a ring exchange
+# written as all_to_all_single as an all_to_all. A span may answer an annotation of any op in its class.
+_SPAN_OPS = {"reduce_scatter": ("reduce_scatter", "all_reduce"), "send_recv": ("all_to_all", "send", "recv"),
+             "send": ("send", "all_to_all"), "recv": ("recv", "all_to_all"), "all_gather": ("all_gather",),
+             "gather": ("gather", "all_gather"), "scatter": ("scatter", "all_to_all")}
+
+
+def _link_gloo_spans(cols, parsed: dict, strings: dict[str, int]) -> None:
+    """A gloo span on a worker thread takes the metadata of the tracekit:comm annotation that issued it.
+
+    gloo runs each process group's work in issue order on that group's own worker threads, so a span answers
+    the oldest pending annotation (issued before the span starts, op compatible) of its thread's group. The
+    thread -> group map is learnt first from the spans only one group can explain (a whole pass, so that a
+    thread's later unambiguous spans settle its earlier ambiguous ones), then used for the real matching: an sp
+    reduce-scatter runs as gloo:all_reduce while a dp all-reduce may be pending."""
     kind = cols["kind"]
     spans = np.flatnonzero((kind == K.COMM) & (cols["device"] < 0))
-    issues = [i for i, a in sorted(parsed.items(), key=lambda kv: cols["ts_ns"][kv[0]]) if not a.is_wait]
+    issues = sorted((i for i, a in parsed.items() if not a.is_wait), key=lambda i: cols["ts_ns"][i])
     if not len(spans) or not issues:
         return
-    pending: dict[int, deque] = defaultdict(deque)
-    for i in issues:
-        pending[cols["coll_op_id"][i]].append(i)
-    for s in spans[np.argsort(cols["ts_ns"][spans], kind="stable")]:
-        # the gloo span's own op is only known by name here: rows were filled by annotations for issues
-        queue = _queue_for(cols, s, pending)
-        if queue is None:
-            continue
-        src = queue.popleft()
+    spans = spans[np.argsort(cols["ts_ns"][spans], kind="stable")]
+    callers = {int(cols["stream"][i]) for i in parsed}  # threads that issue work serve every group: never mapped
+    learnt = _match_spans(cols, parsed, strings, spans, issues, {}, callers)[1]
+    links = _match_spans(cols, parsed, strings, spans, issues, learnt, callers)[0]
+    for s, src in links:
         _copy(cols, np.array([s]), np.array([src]))
+        cols["coll_op_id"][s] = cols["coll_op_id"][src]  # the collective's own op, not gloo's way of doing it
         cols["step"][s] = cols["step"][src]
 
 
-def _queue_for(cols, span: int, pending: dict):
-    op = cols["coll_op_id"][span]
-    start = cols["ts_ns"][span]
-    if op >= 0 and pending.get(op):
-        q = pending[op]
-        return q if cols["ts_ns"][q[0]] <= start else None
-    return None
+def _match_spans(cols, parsed, strings, spans, issues, thread_group: dict, callers: set):
+    """One greedy pass in span start order: (links, thread -> group learnt from unambiguous spans)."""
+    text = {v: k for k, v in strings.items()}
+    pending: dict[str, deque] = defaultdict(deque)  # process group -> annotations in issue order
+    for i in issues:
+        pending[parsed[i].pg_name].append(i)
+    links, learnt = [], {}
+    for s in spans:
+        span_op = text.get(int(cols["coll_op_id"][s]), "")
+        start = cols["ts_ns"][s]
+        heads = {pg: q[0] for pg, q in pending.items() if q and cols["ts_ns"][q[0]] <= start
+                 and span_op in _SPAN_OPS.get(parsed[q[0]].op, (parsed[q[0]].op,))}
+        thread = int(cols["stream"][s])
+        pg = thread_group.get(thread, learnt.get(thread))
+        if pg not in heads:
+            exact = [g for g, i in heads.items() if parsed[i].op == span_op]
+            choices = exact or list(heads)
+            if not choices:
+                continue
+            pg = min(choices, key=lambda g: cols["ts_ns"][heads[g]])
+            if len(heads) == 1 and thread not in callers:
+                learnt.setdefault(thread, pg)
+        links.append((s, pending[pg].popleft()))
+    return links, learnt
 
 
 def _fill_bytes(cols, strings: dict[str, int]) -> None:

@@ -59,7 +59,21 @@ def test_cpu_compute_is_host_ops_minus_waits():
             ev("CPU_COMM_OP", 30, 2, 5, stream=1)]  # host side of the collective: not compute
     r = rank_overlap(table(rows), RankInfo(0, 2, device_type="cpu"))
     (s,) = r.steps
-    assert (s.compute_ns, s.comm_ns, s.hidden_comm_ns, s.exposed_comm_ns, s.idle_ns) == (80, 40, 20, 20, 20)
+    # K = [0,100] minus the wait [40,60] and the collective call [30,32] = 78; C = [30,70]; C ∩ K = [32,40]+[60,70]
+    assert (s.compute_ns, s.comm_ns, s.hidden_comm_ns, s.exposed_comm_ns, s.idle_ns) == (78, 40, 18, 22, 20)
+
+
+def test_cpu_blocking_is_per_thread():
+    """An autograd Function op that encloses a synchronous collective is not compute while its thread is in the
+    collective call; an op on another host thread running meanwhile is."""
+    rows = [ev("STEP", 0, 100, step=1, stream=1),
+            ev("CPU_OP", 0, 100, 1, stream=1, name="ColumnParallel"),
+            ev("CPU_COMM_OP", 20, 50, 1, stream=1, name="c10d::allreduce_"),  # blocks thread 1 for [20,70]
+            ev("COMM", 25, 40, 1, stream=99, name="gloo:all_reduce", **COMM),
+            ev("CPU_OP", 30, 10, 1, stream=2, name="autograd::engine::evaluate_function: MmBackward0")]
+    (s,) = rank_overlap(table(rows), RankInfo(0, 2, device_type="cpu")).steps
+    # K = ([0,100] \ [20,70]) ∪ [30,40] -> 50 + 10 = 60; C = [25,65]; C ∩ K = [30,40]
+    assert (s.compute_ns, s.comm_ns, s.hidden_comm_ns, s.exposed_comm_ns) == (60, 40, 10, 30)
 
 
 def test_a_trace_without_profiler_steps_is_one_window():

@@ -137,3 +137,29 @@ def test_cpu_only_gloo_generation(tmp_path):
     span = np.flatnonzero(names == "gloo:all_gather")[0]
     assert table.string(table["pg_desc_id"][span]) == "tracekit:sp"
     assert (table["seq"][span], table["out_bytes"][span], table["step"][span]) == (3, 256, 7)
+
+
+def test_gloo_spans_follow_their_group_threads_when_ops_are_ambiguous(tmp_path):
+    """gloo runs an sp reduce-scatter as gloo:all_reduce; with a dp all-reduce pending at the same time the
+    span must still go to the sp annotation: its thread serves sp, as a later span only sp can explain shows."""
+    from tracekit.model.annotations import CommAnnotation
+
+    def issue(op, pg, desc, seq, ts):
+        a = CommAnnotation(op=op, pg_name=pg, pg_desc=desc, ranks="0,1", dtype="float32", in_nelems=8,
+                           out_nelems=8, seq=seq)
+        return {"ph": "X", "cat": "user_annotation", "name": a.format(), "pid": 5, "tid": 5, "ts": ts, "dur": 2}
+
+    def span(op, tid, ts, dur=10):
+        return {"ph": "X", "cat": "user_annotation", "name": f"gloo:{op}", "pid": 5, "tid": tid, "ts": ts, "dur": dur}
+
+    events = [dict(STEP, pid=5, tid=5, ts=0, dur=1000),
+              issue("all_reduce", "2", "tracekit:dp", 0, 5), span("all_reduce", 31, 10),  # only dp pending: thread 31
+              issue("all_reduce", "2", "tracekit:dp", 1, 100), issue("reduce_scatter", "1", "tracekit:sp", 0, 110),
+              span("all_reduce", 21, 115), span("all_reduce", 31, 130),  # 115: dp or sp? thread 21 is sp's ...
+              issue("all_gather", "1", "tracekit:sp", 1, 200), span("all_gather", 21, 210)]  # ... as only sp explains
+    table, _ = load(write(tmp_path, trace(events, distributedInfo={"backend": "gloo", "rank": 0, "world_size": 2})))
+    comm = np.flatnonzero(table.mask_kind(K.COMM))
+    got = sorted(zip(table["ts_ns"][comm].tolist(), table.decode("coll_op_id")[comm], table.decode("pg_desc_id")[comm],
+                     table["seq"][comm].tolist()))
+    assert got == [(10_000, "all_reduce", "tracekit:dp", 0), (115_000, "reduce_scatter", "tracekit:sp", 0),
+                   (130_000, "all_reduce", "tracekit:dp", 1), (210_000, "all_gather", "tracekit:sp", 1)]

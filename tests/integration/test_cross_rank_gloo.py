@@ -1,0 +1,138 @@
+"""Real two-process gloo runs: a late rank is found, its peer's wait measures the delay, a clock shift is undone.
+
+Each rank profiles ProfilerSteps around an annotated all_reduce (tracekit's own record_function format, see
+tracekit.model.annotations); in step LATE_STEP rank 1 computes DELAY_S longer before issuing it.
+"""
+
+import gzip
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tracekit.analyzers import analyze
+from tracekit.model.io import LoadOptions, load
+
+DELAY_S = 0.05
+LATE_STEP = 2
+STEPS = 4
+PROBES = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _busy(seconds: float) -> None:
+    import torch
+
+    a = torch.randn(32, 32) / 8
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        a = torch.tanh(a @ a)
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    from tracekit.model.annotations import CommAnnotation
+
+    torch.set_num_threads(1)  # two processes on two cores: no oversubscription
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    x = torch.ones(4096)
+    dist.all_reduce(x)  # connect before profiling
+    path = os.path.join(out, f"rank{rank}.trace.json")
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+        for step in range(STEPS + 1):
+            _busy(0.005)
+            if rank == 1 and step == LATE_STEP:
+                # the known delay: sleeping (not spinning) leaves the other core to rank 0, so on a 2-core
+                # machine rank 0's own arrival is not pushed back by the straggler it is waiting for
+                time.sleep(DELAY_S)
+            ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1", dtype="float32",
+                                 in_nelems=4096, out_nelems=4096, in_bytes=4 * 4096, out_bytes=4 * 4096, seq=step)
+            # step 0 is the profiler's warm-up: its events are not recorded
+            with record_function(ann.format()):
+                work = dist.all_reduce(x, async_op=True)
+            with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=step, is_wait=True).format()):
+                work.wait()
+            # clock probes: small all-reduces where each rank in turn arrives last, so that the causality
+            # bounds on the clock offset close in from both sides (tracekit.analyzers.clocks)
+            for k in range(PROBES):
+                if rank == k % 2:
+                    time.sleep(0.001)
+                seq = 100 + 10 * step + k
+                probe = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1",
+                                       dtype="float32", in_nelems=16, out_nelems=16, in_bytes=64, out_bytes=64, seq=seq)
+                with record_function(probe.format()):
+                    work = dist.all_reduce(x[:16], async_op=True)
+                with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
+                    work.wait()
+            _busy(0.002)
+            prof.step()
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    import torch.multiprocessing as mp
+
+    out = tmp_path_factory.mktemp("gloo-late-rank")
+    mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=2, start_method="spawn")
+    return out
+
+
+def _summary(path):
+    return analyze(load([str(path)], options=LoadOptions(cache=False), executor="serial")).to_dict()
+
+
+def _late(d, rank):
+    (c,) = [c for c in d["collectives"] if c["rank"] == rank and c["seq"] == LATE_STEP]
+    return c
+
+
+@pytest.mark.slow
+def test_late_rank_is_the_straggler_and_its_peer_waits_the_delay(run_dir):
+    d = _summary(run_dir)
+    assert d["run"]["device_type"] == "cpu"
+    wait0 = _late(d, 0)["wait_us"] / 1e6
+    assert abs(wait0 - DELAY_S) <= 0.2 * DELAY_S, f"rank 0 waited {wait0 * 1e3:.1f} ms for a {DELAY_S * 1e3} ms delay"
+    assert _late(d, 1)["wait_us"] < 0.1 * DELAY_S * 1e6
+    # ranked by the wait it caused (each rank in turn comes last in the clock probes, by little)
+    top = d["stragglers"][0]
+    assert top["rank"] == 1 and top["total_caused_wait_us"] / 1e6 >= 0.8 * DELAY_S
+    assert d["ranks"][0]["totals"]["comm_us"] > 0 and d["ranks"][0]["totals"]["compute_us"] > 0
+
+
+@pytest.mark.slow
+def test_a_shifted_clock_is_recovered_and_changes_no_cross_rank_number(run_dir, tmp_path):
+    shift_us = 3_000_000.0  # 3 s
+    shifted = tmp_path / "shifted"
+    shifted.mkdir()
+    (shifted / "rank0.trace.json").write_bytes((run_dir / "rank0.trace.json").read_bytes())
+    doc = json.loads((run_dir / "rank1.trace.json").read_text())
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = e["ts"] + shift_us
+    (shifted / "rank1.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    a, b = _summary(run_dir), _summary(shifted)
+    oa, ob = a["clock_offsets"][1], b["clock_offsets"][1]
+    # both ranks ran on one host, whose clock they share: the true offset is 0 unshifted and the shift shifted
+    assert abs(oa["offset_us"]) < 1000.0 and abs(ob["offset_us"] - shift_us) < 1000.0
+    # the causality interval's half-width bounds the error, and it is the same with and without the shift
+    assert abs(oa["offset_us"]) <= oa["spread_us"] + 1e-6
+    assert ob["spread_us"] == pytest.approx(oa["spread_us"], abs=1.0)
+    assert abs((ob["offset_us"] - oa["offset_us"]) - shift_us) < 1.0
+    keys = ("wait_us", "transfer_us", "skew_us", "busbw_gbps")
+    for ca, cb in zip(a["collectives"], b["collectives"]):
+        for k in keys:
+            assert cb[k] == pytest.approx(ca[k], abs=1e-3), (k, ca, cb)
+    assert [s["rank"] for s in a["stragglers"]] == [s["rank"] for s in b["stragglers"]]

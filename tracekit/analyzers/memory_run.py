@@ -1,0 +1,118 @@
+"""Activation memory of a run directory: ``activation_r{rank}.json`` (``ActivationRecorder.result().save``)
+against the model configured from the run manifest ``run.json``.
+
+The manifest is read defensively: the model's dimensions come from ``manifest["model"]`` (seq, batch, hidden,
+heads, dtype, dropout; optional tp, cp, sp, cp_kind, recompute, attention, mask_bytes, layernorm_stat_bytes),
+any of tp/cp/sp/cp_kind missing there from ``manifest["layout"]`` (tp, cp, sequence_parallel or sp, cp_kind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Mapping
+
+from ..collectors.activation_result import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
+from ..errors import TracekitError
+from ..model.traceset import TraceSet
+from .memory import ActivationComparison, compare_activation_memory
+from .memory_model import DTYPE_BYTES, MemoryConfig
+
+ACTIVATION_FILE = re.compile(r"^activation_r(\d+)\.json$")
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+           "float8": "fp8"}
+
+
+def activation_files(traces: TraceSet) -> list[str]:
+    """``activation_r{rank}.json`` files beside the loaded traces (the run directory), ordered by rank."""
+    dirs = sorted({os.path.dirname(os.path.abspath(traces.info(r).source)) for r in traces.ranks
+                   if traces.info(r).source})
+    return activation_files_in(dirs)
+
+
+def activation_files_in(dirs) -> list[str]:
+    """``activation_r{rank}.json`` files in these directories, ordered by rank."""
+    found = []
+    for d in dirs:
+        for name in os.listdir(d):
+            m = ACTIVATION_FILE.match(name)
+            if m:
+                found.append((int(m.group(1)), os.path.join(d, name)))
+    return [p for _, p in sorted(found)]
+
+
+def read_result(path: str) -> ActivationMemoryResult:
+    """The per-layer part of a saved ActivationMemoryResult (modules and tensors are not needed here)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
+        steps = tuple(StepActivation(int(s["step"]), int(s["saved_bytes"]), int(s.get("outside_layers_bytes", 0)),
+                                     tuple(LayerActivation(int(x["layer"]), str(x.get("name", "")),
+                                                           int(x["measured_bytes"])) for x in s["layers"]),
+                                     (), (), s.get("peak_bytes"), s.get("peak_over_start_bytes"))
+                      for s in doc["steps"])
+        if not steps:
+            raise ValueError("no steps")
+        rank = doc.get("rank")
+        return ActivationMemoryResult(None if rank is None else int(rank), steps, str(doc.get("peak_source", "")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not an activation-memory result ({exc})") from None
+
+
+def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
+    """The model configuration, or None when the manifest lacks seq/batch/hidden/heads."""
+    model = manifest.get("model") if isinstance(manifest.get("model"), Mapping) else {}
+    layout = manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {}
+    if not all(isinstance(model.get(k), int) and model.get(k) > 0 for k in ("seq", "batch", "hidden", "heads")):
+        return None
+    pick = lambda key, *alts, default: next((src[k] for src in (model, layout) for k in (key, *alts)  # noqa: E731
+                                             if src.get(k) is not None), default)
+    dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
+    dtype = _DTYPES.get(dtype, dtype)
+    dropout = model.get("dropout", True)
+    extra = {k: model[k] for k in ("recompute", "attention", "mask_bytes", "layernorm_stat_bytes") if k in model}
+    return MemoryConfig(int(model["seq"]), int(model["batch"]), int(model["hidden"]), int(model["heads"]),
+                        tp=int(pick("tp", default=1)), cp=int(pick("cp", default=1)),
+                        sp=bool(pick("sp", "sequence_parallel", default=False)),
+                        cp_kind=str(pick("cp_kind", default="ring")), bytes_per_element=DTYPE_BYTES.get(dtype, 2),
+                        dropout=bool(dropout) if not isinstance(dropout, (int, float)) else dropout > 0, **extra)
+
+
+def activation_from_run(traces: TraceSet) -> tuple[ActivationComparison | None, tuple[str, ...]]:
+    """The comparison (or None) and warnings for what was found but could not be used."""
+    return compare_files(activation_files(traces), traces.metadata.manifest)
+
+
+def activation_from_dir(run_dir) -> tuple[ActivationComparison | None, tuple[str, ...]]:
+    """The same from a run directory alone (its ``run.json`` and ``activation_r*.json``), no traces loaded."""
+    path = os.path.join(run_dir, "run.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError):
+        manifest = {}
+    return compare_files(activation_files_in([run_dir]), manifest if isinstance(manifest, Mapping) else {})
+
+
+def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationComparison | None, tuple[str, ...]]:
+    if not files:
+        return None, ()
+    try:
+        config = config_from_manifest(manifest or {})
+    except TracekitError as exc:
+        return None, (f"activation memory: run.json model does not configure the model ({exc})",)
+    if config is None:
+        return None, (f"activation memory: {len(files)} activation_r*.json found but run.json has no model "
+                      "seq/batch/hidden/heads; not compared",)
+    results, warnings = [], []
+    for path in files:
+        try:
+            results.append(read_result(path))
+        except ValueError as exc:
+            warnings.append(f"activation memory: {exc}; skipped")
+    if not results:
+        return None, tuple(warnings)
+    return compare_activation_memory(results, config), tuple(warnings)

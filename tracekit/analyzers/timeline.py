@@ -1,0 +1,128 @@
+"""Where compute, hidden and exposed communication lie in time: the ``tracekit.timeline/1`` record of one
+representative step per rank (the HTML report's timeline), and a rank's hidden/exposed pieces over all steps
+(``tracekit annotate``'s tracks). See docs/report-inputs.md.
+
+Only the interval functions of ``intervals.py`` are used: K and C are built as in ``overlap.py``
+(``compute_union``; C = union of COMM), hidden = C ∩ K, exposed = C \\ K, clipped to a window by intersecting
+with it. Times leave this module in µs in the rank's own trace time base (the loader's absolute ns minus
+``baseTimeNanoseconds``), the time base of the trace file's ``ts``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.events import EventKind, EventTable
+from ..model.traceset import RankInfo, TraceSet
+from . import intervals as iv
+from .overlap import RankOverlap, _windows, compute_union
+
+TIMELINE_SCHEMA = "tracekit.timeline/1"
+CATEGORIES = ("compute", "hidden", "exposed")
+
+
+@dataclass(frozen=True, slots=True)
+class RankTimeline:
+    """One rank's pieces of K (compute), C ∩ K (hidden) and C \\ K (exposed) inside ``window_ns`` (absolute)."""
+
+    rank: int
+    step: int
+    window_ns: tuple[int, int]
+    base_ns: int  # the trace's baseTimeNanoseconds (0 when it has none)
+    compute: iv.Intervals
+    hidden: iv.Intervals
+    exposed: iv.Intervals
+
+    def lengths_ns(self) -> dict[str, int]:
+        return {c: iv.length(getattr(self, c)) for c in CATEGORIES}
+
+    def intervals_us(self) -> list[list]:
+        """[[start_us, end_us, category], ...] in the trace's time base, sorted by start."""
+        return pieces_us([(c, getattr(self, c)) for c in CATEGORIES], self.base_ns)
+
+    def to_dict(self) -> dict:
+        lo, hi = self.window_ns
+        return {"rank": self.rank, "step": self.step,
+                "window_us": [us(lo - self.base_ns), us(hi - self.base_ns)],
+                "intervals": self.intervals_us()}
+
+
+def us(ns: int) -> float:
+    """Integer ns -> float µs, exact to the float's resolution (``ns / 1e3`` first rounds an epoch-scale ns value
+    to a multiple of 256 ns)."""
+    q, r = divmod(int(ns), 1000)
+    return q + r / 1e3
+
+
+def pieces_us(parts, base_ns: int) -> list[list]:
+    rows = [(int(s), int(e), c) for c, (ss, ee) in parts for s, e in zip(ss, ee)]
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return [[us(s - base_ns), us(e - base_ns), c] for s, e, c in rows]
+
+
+def comm_union(table: EventTable, steps: np.ndarray | None = None) -> iv.Intervals:
+    """C: the union of communication intervals (only those launched in ``steps`` when given)."""
+    m = table.mask_kind(EventKind.COMM)
+    if steps is not None:
+        m &= np.isin(table["step"].astype(np.int64), steps)
+    return iv.union(table["ts_ns"][m], table.end_ns[m])
+
+
+def split(c: iv.Intervals, k: iv.Intervals) -> tuple[iv.Intervals, iv.Intervals]:
+    """(hidden, exposed) = (C ∩ K, C \\ K)."""
+    return iv.intersect(c, k), iv.subtract(c, k)
+
+
+def clip(u: iv.Intervals, lo: int, hi: int) -> iv.Intervals:
+    return iv.intersect(u, iv.union([lo], [hi]))
+
+
+def step_timeline(table: EventTable, info: RankInfo, step: int) -> RankTimeline:
+    """The device's time inside the ProfilerStep window of ``step``: all compute and all communication that
+    runs in it, whichever step launched it (the per-step figures count by launch; see docs/report-inputs.md)."""
+    ids, ws, we, _ = _windows(table)
+    hit = np.flatnonzero(ids == step)
+    if not len(hit):
+        raise KeyError(f"rank {info.rank}: no step {step}")
+    lo, hi = int(ws[hit[0]]), int(we[hit[0]])
+    k = compute_union(table, info.device_type)
+    hidden, exposed = split(comm_union(table), k)
+    return RankTimeline(info.rank, int(step), (lo, hi), info.base_time_ns, clip(k, lo, hi), clip(hidden, lo, hi),
+                        clip(exposed, lo, hi))
+
+
+def comm_pieces(table: EventTable, info: RankInfo) -> tuple[iv.Intervals, iv.Intervals]:
+    """Hidden and exposed pieces over all steps: C is the communication the per-step figures count (launched in
+    a ProfilerStep, or everything without one), so their lengths are the rank's summary totals whenever the
+    steps' communication unions do not overlap each other."""
+    ids, _, _, _ = _windows(table)
+    return split(comm_union(table, ids), compute_union(table, info.device_type))
+
+
+def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
+    """rank -> step to draw. One step for all ranks when some step is on every rank (the one of median mean
+    wall time over the ranks, so ranks line up and a straggler shows), else each rank's median-wall step."""
+    walls: dict[int, list[int]] = {}
+    for r in ranks:
+        for s in r.steps:
+            walls.setdefault(s.step, []).append(s.wall_ns)
+    common = [s for s, w in walls.items() if len(w) == len(ranks)]
+    if common:
+        order = sorted(common, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
+        pick = order[len(order) // 2]
+        return {r.rank: pick for r in ranks}
+    out = {}
+    for r in ranks:
+        order = sorted(r.steps, key=lambda s: (s.wall_ns, s.step))
+        if order:
+            out[r.rank] = order[len(order) // 2].step
+    return out
+
+
+def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...]) -> dict:
+    """The ``tracekit.timeline/1`` record for the report."""
+    picks = representative_steps(ranks)
+    out = [step_timeline(traces.table(r), traces.info(r), s).to_dict() for r, s in sorted(picks.items())]
+    return {"schema": TIMELINE_SCHEMA, "ranks": out}

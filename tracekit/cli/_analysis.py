@@ -1,0 +1,42 @@
+"""Shared by `analyze`, `report` and `annotate`: load traces and analyse them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from ..errors import ConfigError
+from .common import build_load_options, load_options
+
+
+def analysis_options(f):
+    """The loader options plus --dim-map and --no-align-clocks."""
+    f = click.option("--no-align-clocks", is_flag=True, help="Do not correct clock offsets between ranks.")(f)
+    f = click.option("--dim-map", multiple=True, metavar="PATTERN=DIM",
+                     help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).")(f)
+    return load_options(f)
+
+
+def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None, **load_kw):
+    """``tracekit.model.io.load`` then ``tracekit.analyze``: the Summary object (``to_dict()``, ``timeline()``,
+    ``annotation(rank)``)."""
+    from ..analyzers import analyze
+    from ..model.io import load
+
+    ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
+    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks)
+
+
+def summary_from_traces(paths: Sequence[str], **kw) -> dict:
+    """The ``tracekit.summary/1`` dict of the traces in ``paths``."""
+    return analysis_from_traces(paths, **kw).to_dict()
+
+
+def read_json(path: str, what: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the {what} JSON ({exc})") from exc

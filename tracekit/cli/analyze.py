@@ -1,0 +1,41 @@
+"""`tracekit analyze PATH`: hidden vs exposed communication, per dimension, stragglers (table or JSON)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import click
+
+from ._analysis import analysis_from_traces, analysis_options
+
+
+def _write(text: str, out: str | None) -> None:
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("path", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output to FILE.")
+@click.option("--timeline-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the tracekit.timeline/1 JSON (one representative step per rank) for `report --timeline`.")
+@click.option("--width", type=int, default=None, help="Table width in columns (default: the terminal's, 160 to a file).")
+@analysis_options
+def analyze(path, fmt, out, timeline_out, width, **analysis):
+    """Overlap of communication with compute per rank and step, per collective, and across ranks."""
+    result = analysis_from_traces(path, **analysis)
+    summary = result.to_dict()
+    if timeline_out:
+        with open(timeline_out, "w", encoding="utf-8") as f:
+            json.dump(result.timeline(), f)
+    if fmt == "json":
+        _write(json.dumps(summary, indent=2) + "\n", out)
+        return
+    from ..reports.terminal import render_text
+
+    _write(render_text(summary, width=width or (160 if out else shutil.get_terminal_size().columns)), out)

@@ -1,0 +1,62 @@
+"""`tracekit check PATH`: hold a run against a baseline and budgets. Exit 0 pass, 1 a check failed,
+2 usage error (bad option or budget), 3 bad input (unreadable run or baseline, or runs that cannot be compared)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ConfigError
+
+_METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the defaults (exposed_comm_us, "
+                "exposed_comm_share, overlap_ratio and '*/*:exposed_comm_us'). Whole run: NAME; one dimension/op: "
+                "tp/all_gather:NAME; each dimension/op: '*/*:NAME'")
+
+
+@click.command()
+@click.argument("path")
+@click.option("--baseline", "baseline_path", metavar="FILE", help="summary JSON written by `tracekit baseline`")
+@click.option("--max-regression", default="10%", show_default=True, metavar="PCT",
+              help="allowed change relative to the baseline median, e.g. 10% or 0.10")
+@click.option("--budget", "budgets", multiple=True, metavar="EXPR",
+              help="absolute budget, repeatable: 'exposed_comm_share<=0.15', 'tp/all_gather:exposed_comm_us<=800'")
+@click.option("--metric", "metrics", multiple=True, metavar="SPEC", help=_METRIC_HELP)
+@click.option("--min-delta-us", default=50.0, show_default=True, type=float,
+              help="changes in a time smaller than this are never a regression")
+@click.option("--min-delta-ratio", default=0.02, show_default=True, type=float,
+              help="changes in a ratio smaller than this are never a regression")
+@click.option("--junit", "junit_path", metavar="FILE", help="write JUnit XML, one testcase per check")
+@click.option("--markdown", "markdown_path", metavar="FILE", help="write a Markdown summary (CI job summary)")
+@click.option("--json", "json_path", metavar="FILE", help="write every check as JSON")
+@click.option("-q", "--quiet", is_flag=True, help="print only failures and the verdict")
+@click.pass_context
+def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_us, min_delta_ratio,
+          junit_path, markdown_path, json_path, quiet):
+    """Check the run at PATH (trace directory or summary JSON) against a baseline and budgets."""
+    import json
+    from pathlib import Path
+
+    from .. import gate
+
+    if not baseline_path and not budgets:
+        raise ConfigError("check: nothing to check; give --baseline FILE and/or --budget EXPR")
+    if min_delta_us < 0 or min_delta_ratio < 0:
+        raise ConfigError("check: --min-delta-us and --min-delta-ratio must be >= 0")
+    parsed = tuple(gate.parse_budget(b) for b in budgets)
+    opts = gate.GateOptions(gate.parse_fraction(max_regression), min_delta_us, min_delta_ratio,
+                            tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS)
+    current = gate.load_summary(path)
+    baseline = gate.load_summary(baseline_path) if baseline_path else None
+    report = gate.run_gate(current, baseline, parsed, opts)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    for c in report.checks:
+        if not (quiet and c.passed):
+            click.echo(f"{'ok  ' if c.passed else 'FAIL'}  {c.message}")
+    click.echo(report.headline())
+    if junit_path:
+        gate.write_junit(report, junit_path)
+    if markdown_path:
+        gate.write_markdown(report, markdown_path)
+    if json_path:
+        Path(json_path).write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    ctx.exit(0 if report.passed else 1)

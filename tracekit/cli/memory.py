@@ -1,0 +1,81 @@
+"""`tracekit memory model`: the Korthikanti et al. 2022 activation-memory table, without running anything."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..analyzers.memory_bom import bill_of_materials
+from ..analyzers.memory_model import (ATTENTION, CP_KINDS, DTYPE_BYTES, RECOMPUTE, MemoryConfig, activation_model,
+                                      embedding_output_terms)
+
+
+@click.group("memory")
+def memory() -> None:
+    """Activation memory: the analytical model (measurements come from `tracekit run --activation-memory`)."""
+
+
+@memory.command("model")
+@click.option("--seq", "-s", type=int, required=True, help="Sequence length s (the whole sequence).")
+@click.option("--batch", "-b", type=int, required=True, help="Micro-batch size b.")
+@click.option("--hidden", type=int, required=True, help="Hidden size h.")
+@click.option("--heads", "-a", type=int, required=True, help="Attention heads a.")
+@click.option("--tp", "-t", type=int, default=1, show_default=True, help="Tensor-parallel size t.")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel size (sequence / cp).")
+@click.option("--cp-kind", type=click.Choice(CP_KINDS), default="ring", show_default=True)
+@click.option("--sp", is_flag=True, help="Megatron sequence parallelism (with --tp).")
+@click.option("--recompute", type=click.Choice(RECOMPUTE), default="none", show_default=True)
+@click.option("--attention", type=click.Choice(ATTENTION), default="standard", show_default=True,
+              help="fused: a flash-style kernel that saves no s² term.")
+@click.option("--dtype", type=click.Choice(sorted(DTYPE_BYTES)), default="bf16", show_default=True)
+@click.option("--no-dropout", is_flag=True, help="No dropout: no masks.")
+@click.option("--ln-stats-bytes", type=int, default=0, show_default=True,
+              help="Add LayerNorm mean/rstd at this width (2 = bf16 on CPU, 4 = fp32 on CUDA).")
+@click.option("--layers", "-L", type=int, default=1, show_default=True, help="Layers, for the total.")
+@click.option("--vocab", type=int, default=0, help="Vocabulary size: adds the embedding/output terms (4.3).")
+@click.option("--tensors", is_flag=True, help="Also list every saved tensor (the bill of materials).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def model(seq, batch, hidden, heads, tp, cp, cp_kind, sp, recompute, attention, dtype, no_dropout, ln_stats_bytes,
+          layers, vocab, tensors, fmt) -> None:
+    """Print the per-layer activation memory of one rank (arXiv:2205.05198, Table 2)."""
+    cfg = MemoryConfig(seq, batch, hidden, heads, tp=tp, cp=cp, sp=sp, cp_kind=cp_kind, recompute=recompute,
+                       attention=attention, bytes_per_element=DTYPE_BYTES[dtype], dropout=not no_dropout,
+                       layernorm_stat_bytes=ln_stats_bytes)
+    result = activation_model(cfg)
+    extra = embedding_output_terms(cfg, vocab) if vocab else ()
+    bom = bill_of_materials(cfg) if tensors else ()
+    total = result.total_bytes * layers + sum(t.bytes for t in extra)
+    if fmt == "json":
+        doc = {"model": result.to_dict(), "layers": layers, "embedding_output_terms": [t.to_dict() for t in extra],
+               "total_bytes": total, "tensors": [t.to_dict() for t in bom]}
+        click.echo(json.dumps(doc, indent=2))
+        return
+    _print_table(result, extra, bom, layers, total)
+
+
+def _print_table(result, extra, bom, layers, total) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"activation memory per layer, one rank — {result.name}: {result.formula}")
+    for col, justify in (("term", "left"), ("block", "left"), ("divided by", "left"), ("bytes", "right"),
+                         ("MiB", "right")):
+        table.add_column(col, justify=justify)
+    rows = [(t.name, t.block, t.divided_by, t.bytes) for t in result.terms]
+    if result.layernorm_stats_bytes:
+        rows.append(("LayerNorm mean/rstd (not in the paper)", "layernorm", "", result.layernorm_stats_bytes))
+    rows.append(("layer total", "", "", result.total_bytes))
+    rows += [(f"{t.name} (once)", t.block, t.divided_by, t.bytes) for t in extra]
+    for name, block, div, nbytes in rows:
+        table.add_row(name, block, div, f"{nbytes:,}", f"{nbytes / 2**20:,.2f}")
+    console = Console()
+    console.print(table)
+    if bom:
+        tens = Table(title="saved tensors (bill of materials)")
+        for col in ("tensor", "saved by", "shape", "bytes/elt", "bytes"):
+            tens.add_column(col)
+        for t in bom:
+            tens.add_row(t.name, t.op, "×".join(map(str, t.shape)), str(t.element_bytes), f"{t.bytes:,}")
+        console.print(tens)
+    console.print(f"total for {layers} layer(s){' + embedding/output' if extra else ''}: {total:,} bytes "
+                  f"({total / 2**30:,.3f} GiB)")

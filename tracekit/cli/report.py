@@ -1,0 +1,43 @@
+"""`tracekit report PATH... -o report.html`: the self-contained HTML report (or JSON by suffix/--format)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ConfigError
+from ..reports import get_reporter
+from ..reports.timeline import DEFAULT_MAX_EVENTS
+from ._analysis import analysis_from_traces, analysis_options, read_json
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="Output file; its suffix picks the format unless --format is given.")
+@click.option("--format", "fmt", type=click.Choice(["html", "json"]), default=None)
+@click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False),
+              help="Render an existing tracekit.summary/1 JSON instead of analysing traces.")
+@click.option("--timeline", "timeline_path", type=click.Path(exists=True, dir_okay=False),
+              help="A tracekit.timeline/1 JSON for the timeline section (default: from the analysis).")
+@click.option("--verdict", "verdict_path", type=click.Path(exists=True, dir_okay=False),
+              help="The CI gate's JSON verdict, shown at the top of the report.")
+@click.option("--max-timeline-events", default=DEFAULT_MAX_EVENTS, show_default=True, type=int,
+              help="Above this many timeline intervals, merge short gaps so the page stays small.")
+@analysis_options
+def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events, **analysis) -> None:
+    """Write a report of the traces (files or directories) in PATHS."""
+    if bool(paths) == bool(summary_path):
+        raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
+    timeline = read_json(timeline_path, "timeline") if timeline_path else None
+    if summary_path:
+        summary = read_json(summary_path, "summary")
+    else:
+        result = analysis_from_traces(paths, **analysis)
+        summary = result.to_dict()
+        timeline = timeline if timeline is not None else result.timeline()
+    verdict = read_json(verdict_path, "verdict") if verdict_path else None
+    done = get_reporter(fmt, out).render(summary, out, timeline=timeline, verdict=verdict,
+                                         max_timeline_events=max_timeline_events)
+    for note in done.notes:
+        click.echo(f"tracekit: note: {note}", err=True)
+    click.echo(f"wrote {done.path} ({done.size_bytes / 2**20:.1f} MiB)", err=True)

@@ -1,0 +1,217 @@
+"""``tracekit.profile``: torch.profiler with one trace per rank, a run manifest, and no way to break the run.
+
+    with tracekit.profile("out/run1", wait=1, warmup=1, active=3) as p:
+        for batch in loader:
+            train_step(batch)
+            p.step()
+
+Writes ``rank{R}.trace.json.gz`` for every profiled rank (cycles after the first of ``repeat`` go to
+``cycle{N}/rank{R}.trace.json.gz``) and, from rank 0, ``run.json`` (see :mod:`tracekit.collectors.manifest`).
+An export failure (full disk, unwritable directory) is a logged warning; training goes on. The wall time of
+profiled and unprofiled steps is measured and reported as the profiler's overhead per step.
+
+Activation memory::
+
+    with tracekit.profile("out/run1", activation_memory=True, model=net, layers="layers",
+                          model_dims={"seq": 2048, "batch": 1, "hidden": 4096, "heads": 32, "tp": 8,
+                                      "sp": True, "dtype": "bf16", "dropout": 0.1}) as p:
+
+records the bytes each layer of ``net`` saves for backward in every step (``layers``: a ModuleList's name,
+modules, or {index: module}; default: ``net``'s top-level children) and the peak memory per step, and writes
+``activation_r{rank}.json`` beside the traces (see :mod:`.profile_activation`). ``model_dims`` goes to
+``run.json`` as its ``model`` dict; with seq, batch (per rank's micro-batch), hidden and heads there,
+``tracekit analyze`` compares each layer with the Korthikanti et al. model (tp/cp/sp may also come from
+``layout``). For compatibility ``model=`` given a mapping is taken as ``model_dims``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerAction, ProfilerActivity
+
+from . import manifest as manifest_mod
+from .profile_activation import ActivationSession
+
+log = logging.getLogger("tracekit.profile")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileOverhead:
+    """Step wall times with and without the profiler recording, and the time spent exporting."""
+
+    rank: int
+    steps: int
+    unprofiled_steps: int
+    profiled_steps: int
+    unprofiled_step_ns: int  # mean over unprofiled steps before recording, the first excluded
+    profiled_step_ns: int  # mean over recorded steps
+    overhead_per_step_ns: int  # profiled - unprofiled (-1 when either is missing)
+    profiler_calls_ns: int  # total time inside the profiler's step()/exit: start, stop, collection, export
+    export_ns: int  # of which writing the trace files
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rank_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+class profile:  # noqa: N801 - used like torch.profiler.profile
+    """Context manager; call ``.step()`` once per training step. See the module docstring."""
+
+    def __init__(self, out_dir, *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
+                 record_shapes: bool = True, profile_memory: bool = False, with_stack: bool = False,
+                 ranks=None, layout=None, activation_memory: bool = False,
+                 model: torch.nn.Module | Mapping | None = None, layers=None, model_dims: Mapping | None = None,
+                 groups: list[dict] | None = None, workload: str | None = None):
+        self.out_dir = Path(out_dir)
+        self.rank, self.world_size = _rank_world()
+        self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
+        self.enabled = self.ranks is None or self.rank in self.ranks
+        self.schedule_args = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
+        self._schedule = torch.profiler.schedule(**self.schedule_args)
+        self._opts = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
+        if isinstance(model, Mapping):
+            model, model_dims = None, {**model, **(model_dims or {})}
+        self.layout, self.model, self.layers, self.groups = layout, model, layers, groups
+        self.model_dims = dict(model_dims) if model_dims is not None else None
+        self.activation_memory = activation_memory
+        self.workload = workload  # a name for the run manifest: `tracekit check` compares like with like
+        self.activation: ActivationSession | None = None
+        self.trace_paths: list[Path] = []
+        self.overhead: ProfileOverhead | None = None
+        self._prof = None
+        self._cycle = 0
+        self._step_times: list[tuple[int, int]] = []  # (step index, wall ns) per completed step
+        self._export_ns = 0
+        self._calls_ns = 0
+        self._manifest: dict = {}
+
+    # -- context manager ------------------------------------------------------------------------------------
+    def __enter__(self) -> "profile":
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("tracekit: cannot create %s (%s); traces will not be written", self.out_dir, exc)
+        if self.rank == 0:
+            self._write_manifest()
+        if self.enabled:
+            self._start_activation()
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            self._prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
+                                                on_trace_ready=self._export, **self._opts)
+            self._prof.__enter__()
+        self._step = 0
+        self._t_step = time.perf_counter_ns()
+        return self
+
+    def step(self) -> None:
+        now = time.perf_counter_ns()
+        self._step_times.append((self._step, now - self._t_step))
+        self._step += 1
+        if self.activation is not None:
+            self.activation.step()
+        if self._prof is not None:
+            self._prof.step()
+        # Time inside the profiler's step() (trace start/stop, event collection, export) is counted apart: it is
+        # paid once per cycle boundary, not on every recorded step.
+        self._t_step = time.perf_counter_ns()
+        self._calls_ns += self._t_step - now
+
+    def __exit__(self, *exc) -> bool:
+        if self._prof is not None:
+            t0 = time.perf_counter_ns()
+            try:
+                self._prof.__exit__(*exc)
+            except Exception as err:  # noqa: BLE001 - never break the run we observe
+                log.warning("tracekit: profiler stop failed on rank %d: %s", self.rank, err)
+            self._calls_ns += time.perf_counter_ns() - t0
+        if self.activation is not None:
+            self.activation.close(*exc)
+        self.overhead = self._measure_overhead()
+        if self.rank == 0:
+            self._manifest["profiler_overhead"] = self.overhead.to_dict()
+            self._write_manifest(update=True)
+        log.info("tracekit: rank %d profiler overhead %.3f ms/step, export %.1f ms", self.rank,
+                 self.overhead.overhead_per_step_ns / 1e6, self.overhead.export_ns / 1e6)
+        return False
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _start_activation(self) -> None:
+        if not self.activation_memory:
+            return
+        if not isinstance(self.model, torch.nn.Module):
+            log.warning("tracekit: activation_memory=True needs model=<the torch.nn.Module>; not measured")
+            return
+        try:
+            self.activation = ActivationSession(self.model, self.layers, self.rank, self.out_dir).__enter__()
+        except Exception as err:  # noqa: BLE001 - a bad layers= is the user's to fix, not a crash of training
+            log.warning("tracekit: rank %d: activation memory not measured: %s", self.rank, err)
+            self.activation = None
+            return
+        if self.activation.needs_profile_memory:
+            self._opts["profile_memory"] = True  # CPU peaks come from the profiler's allocation events
+
+    def _trace_path(self) -> Path:
+        name = f"rank{self.rank}.trace.json.gz"
+        return self.out_dir / name if self._cycle == 0 else self.out_dir / f"cycle{self._cycle}" / name
+
+    def _export(self, prof) -> None:
+        if self.activation is not None:
+            self.activation.collect_peaks(prof)
+        t0 = time.perf_counter_ns()
+        path = self._trace_path()
+        self._cycle += 1
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(path))
+            self.trace_paths.append(path)
+        except Exception as err:  # noqa: BLE001 - full disk, unwritable directory, ...: warn, go on
+            log.warning("tracekit: rank %d could not write %s: %s; training continues", self.rank, path, err)
+        self._export_ns += time.perf_counter_ns() - t0
+
+    def _write_manifest(self, update: bool = False) -> None:
+        try:
+            if not update:
+                groups = self.groups
+                if groups is None and hasattr(self.layout, "created"):
+                    groups = self.layout.created
+                layout = getattr(self.layout, "layout", self.layout)
+                self._manifest = manifest_mod.build(
+                    layout=layout, groups=groups, model=self.model_dims, schedule=self.schedule_args,
+                    profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
+                self._manifest["activation_memory"] = self.activation_memory
+                if self.workload:
+                    self._manifest["workload"] = self.workload
+            manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
+        except Exception as err:  # noqa: BLE001
+            log.warning("tracekit: could not write the run manifest in %s: %s", self.out_dir, err)
+
+    def _measure_overhead(self) -> ProfileOverhead:
+        recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}
+        prof_ns, before, after = [], [], []
+        for step, ns in self._step_times:
+            if self.enabled and self._schedule(step) in recorded:
+                prof_ns.append(ns)
+            elif self._schedule(step) == ProfilerAction.NONE:
+                (after if prof_ns else before).append(ns)
+        # Baseline: the unprofiled steps before recording, less the first (one-off costs); steps after a cycle
+        # pay for other ranks' trace collection, so they are the fallback only.
+        plain_ns = before[1:] or after or before
+        mean = lambda xs: int(sum(xs) / len(xs)) if xs else -1  # noqa: E731
+        over = mean(prof_ns) - mean(plain_ns) if prof_ns and plain_ns else -1
+        return ProfileOverhead(self.rank, len(self._step_times), len(plain_ns), len(prof_ns), mean(plain_ns),
+                               mean(prof_ns), over, self._calls_ns, self._export_ns)

@@ -1,0 +1,77 @@
+"""Counting the bytes of saved tensors once per storage, and telling activations from parameters.
+
+A saved tensor keeps its storage alive. Several saved tensors often share one storage (Q and K as views of
+the fused QKV output, a tensor saved by two ops); the union of the byte extents the saved views span in each
+storage is what is counted, so shared bytes count once. Parameters saved for backward (the weight a matmul
+saves, or a view of it) are not activations: a tensor whose storage is a parameter's or a buffer's, or that is
+a cast/view chain of a parameter (autocast's bf16 weight copy), is left out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# grad_fn nodes that only view, cast or transpose: a parameter seen through them is still a parameter
+_PASS_THROUGH = ("ToCopyBackward", "TBackward", "ViewBackward", "TransposeBackward", "PermuteBackward",
+                 "ExpandBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "AliasBackward", "CloneBackward")
+
+
+def storage_key(tensor: torch.Tensor) -> tuple[str, int]:
+    """(device, storage address): the identity of the memory a tensor lives in."""
+    return str(tensor.device), tensor.untyped_storage().data_ptr()
+
+
+def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) bytes of the storage that a (possibly strided) view spans."""
+    item = tensor.element_size()
+    if tensor.numel() == 0:
+        return 0, 0
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(tensor.shape, tensor.stride()))
+    start = tensor.storage_offset() * item
+    return start, min(start + span * item, tensor.untyped_storage().nbytes())
+
+
+def is_parameter_derived(tensor: torch.Tensor, param_keys: set[tuple[str, int]]) -> bool:
+    """True for a parameter, a view of one, or a cast/view chain ending at a parameter (autocast copies)."""
+    if isinstance(tensor, torch.nn.Parameter) or storage_key(tensor) in param_keys:
+        return True
+    node = tensor.grad_fn
+    for _ in range(6):
+        if node is None or not node.name().startswith(_PASS_THROUGH):
+            return False
+        nexts = [n for n, _ in node.next_functions if n is not None]
+        if len(nexts) != 1:
+            return False
+        node = nexts[0]
+        if node.name() == "torch::autograd::AccumulateGrad":
+            return isinstance(getattr(node, "variable", None), torch.nn.Parameter)
+    return False
+
+
+class StorageUnion:
+    """The union of byte intervals saved from each storage; ``add`` returns the bytes that were new."""
+
+    __slots__ = ("_intervals",)
+
+    def __init__(self) -> None:
+        self._intervals: dict[tuple[str, int], list[tuple[int, int]]] = {}
+
+    def add(self, key: tuple[str, int], start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        merged, new_bytes, lo, hi = [], end - start, start, end
+        for a, b in self._intervals.get(key, ()):
+            if b < lo or a > hi:
+                merged.append((a, b))
+                continue
+            new_bytes -= max(0, min(b, end) - max(a, start))
+            lo, hi = min(lo, a), max(hi, b)
+        merged.append((lo, hi))
+        self._intervals[key] = sorted(merged)
+        return new_bytes
+
+    def total_bytes(self) -> int:
+        return sum(b - a for ivs in self._intervals.values() for a, b in ivs)
+
+    def clear(self) -> None:
+        self._intervals.clear()

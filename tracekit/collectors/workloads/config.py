@@ -1,0 +1,102 @@
+"""WorkloadConfig: which workload, on which layout, with which shapes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ...errors import ConfigError
+from ..layout import Layout
+
+WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """``workload``: one of WORKLOADS or a combination joined by ``+`` ("tp-sp+cp-ring", "tp+dp"). A degree
+    left as None is 2 for the dimensions the workload names and 1 otherwise; ``cp`` sets the context-parallel
+    degree of both cp-ring and ulysses. ``steps``: profiled steps; ``wait``/``warmup`` steps run before them
+    and ``tail`` unprofiled steps after them (the baseline of the profiler-overhead figure)."""
+
+    workload: str = "tp-sp"
+    tp: int | None = None
+    cp: int | None = None
+    dp: int | None = None
+    layers: int = 2
+    seq: int = 64
+    hidden: int = 64
+    heads: int = 8
+    batch: int = 2
+    dtype: str = "fp32"
+    overlap: bool = False
+    steps: int = 3
+    wait: int = 2
+    warmup: int = 1
+    tail: int = 0
+    dropout: float = 0.1
+    chunks: int = 2
+    activation_memory: bool = False
+    seed: int = 0
+    bucket_numel: int | None = None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        parts = tuple(p.strip() for p in self.workload.split("+") if p.strip())
+        for p in parts:
+            if p not in WORKLOADS:
+                raise ConfigError(f"unknown workload {p!r} in {self.workload!r}; choose from {', '.join(WORKLOADS)}"
+                                  " (combine with '+')")
+        if "cp-ring" in parts and "ulysses" in parts:
+            raise ConfigError("cp-ring and ulysses are two ways to split the context; pick one")
+        return parts
+
+    def layout(self) -> Layout:
+        parts = self.parts
+        named = lambda *names: 2 if any(n in parts for n in names) else 1  # noqa: E731
+        tp = self.tp if self.tp is not None else named("tp", "tp-sp")
+        cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
+        dp = self.dp if self.dp is not None else named("dp")
+        return Layout(tp=tp, cp=cp, dp=dp, sequence_parallel="tp-sp" in parts,
+                      cp_kind="ulysses" if "ulysses" in parts else "ring")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use bf16 or fp32")
+        return DTYPES[self.dtype]
+
+    def validate(self) -> Layout:
+        lay, _ = self.layout(), self.torch_dtype
+        s_cp = self.seq // lay.cp
+        checks = [
+            (self.hidden % self.heads == 0, f"--hidden {self.hidden} must be a multiple of --heads {self.heads}"),
+            (self.heads % (lay.tp * (lay.cp if lay.cp_kind == "ulysses" else 1)) == 0,
+             f"--heads {self.heads} must divide by tp{' x cp' if lay.cp_kind == 'ulysses' else ''}"),
+            (self.batch % lay.dp == 0, f"--batch {self.batch} must divide by --dp {lay.dp}"),
+            (self.seq % (2 * lay.cp if lay.cp_kind == "ring" else lay.cp) == 0,
+             f"--seq {self.seq} must divide by {'2 x ' if lay.cp_kind == 'ring' else ''}--cp {lay.cp}"),
+            (not lay.sequence_parallel or s_cp % (lay.tp * self.chunks) == 0,
+             f"--seq {self.seq} / cp must divide by tp x chunks ({lay.tp} x {self.chunks}) for sequence parallel"),
+            (lay.sequence_parallel or s_cp % self.chunks == 0, f"--seq {self.seq} / cp must divide by chunks"),
+            (min(lay.tp, lay.cp, lay.dp, self.layers, self.steps, self.chunks) >= 1, "degrees, layers, steps >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"workload {self.workload}: {message}")
+        return lay
+
+    def model_dims(self, device_type: str = "cpu") -> dict:
+        """The ``model`` dict of run.json: what the activation-memory model needs. ``batch`` is one rank's
+        micro-batch (the global batch over dp); LayerNorm saves its mean and rstd in the activation dtype on
+        CPU, fp32 on CUDA (``layernorm_stat_bytes``); the dropout masks are ``torch.native_dropout``'s bools."""
+        lay = self.layout()
+        return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
+                "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
+                "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
+                "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind, "mask_bytes": 1,
+                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize}
+
+    def to_dict(self) -> dict:
+        return asdict(self)

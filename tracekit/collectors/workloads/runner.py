@@ -1,0 +1,211 @@
+"""Run a workload: spawn one process per rank on CPU (gloo), or run this rank under ``torchrun`` (NCCL on GPUs).
+
+    result = run_workload(WorkloadConfig(workload="tp-sp", tp=2), "out/tp-sp")
+    result.trace_paths, result.manifest_path
+
+Under torchrun (``RANK`` in the environment) the same call runs this process's rank only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from ...errors import TracekitError
+from .. import comm
+from ..layout import build_groups
+from ..manifest import MANIFEST_NAME
+from ..profile import profile
+from .config import WorkloadConfig
+from .dp import GradSync
+from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    out_dir: Path
+    trace_paths: tuple[Path, ...]
+    manifest_path: Path | None
+    world_size: int
+    losses: tuple[float, ...]  # global loss per step
+    overheads: tuple[dict, ...]  # per rank: ProfileOverhead.to_dict()
+    comm_stats: tuple[dict, ...]  # per rank: {"desc|op": [count, bytes]} over the whole run
+    states: tuple[dict, ...] = field(default=())  # per rank, with return_state: step-0 loss, output, grads
+    activation_paths: tuple[Path, ...] = field(default=())  # activation_r{rank}.json, with activation_memory
+
+    def to_dict(self) -> dict:
+        return {"out_dir": str(self.out_dir), "trace_paths": [str(p) for p in self.trace_paths],
+                "manifest_path": str(self.manifest_path) if self.manifest_path else None,
+                "world_size": self.world_size, "losses": list(self.losses), "overheads": list(self.overheads),
+                "comm_stats": list(self.comm_stats), "activation_paths": [str(p) for p in self.activation_paths]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_rank(cfg: WorkloadConfig, device):
+    """This rank's groups, layers, input and positions."""
+    lay = cfg.validate()
+    groups = build_groups(lay)
+    dpi, cpi, tpi = lay.coords(dist.get_rank())
+    par = Parallel(groups.tp, groups.cp, lay.tp, lay.cp, tpi, cpi, lay.sequence_parallel, lay.cp_kind,
+                   cfg.chunks if cfg.overlap else 1)
+    layers = torch.nn.ModuleList(
+        Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
+              cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
+    x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, lay.dp, dpi)
+    return lay, groups, par, layers, x.to(device=device, dtype=cfg.torch_dtype), local_positions(cfg.seq, par, device)
+
+
+def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, device) -> dict:
+    lay, groups, par, layers, x, pos = build_rank(cfg, device)
+    params = list(layers.parameters())
+    sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
+        else []
+    sync = GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
+                    cfg.overlap)
+    norm = cfg.seq * cfg.batch * cfg.hidden
+    losses, state = [], {}
+
+    def one_step(i: int) -> None:
+        for p in params:
+            p.grad = None
+        y = x
+        for layer in layers:
+            y = layer(y, pos)
+        loss = (y.float() ** 2).sum() / norm
+        loss.backward()
+        sync.finish()
+        losses.append(float(loss.detach()))
+        if i == 0 and return_state:
+            state.update(loss=float(loss.detach()), y=y.detach().float().cpu().numpy(),
+                         grads={f"{li}.{n}": p.grad.float().cpu().numpy()
+                                for li, m in enumerate(layers) for n, p in m.named_parameters()})
+        with torch.no_grad():
+            for p in params:
+                p.add_(p.grad, alpha=-1e-3)
+
+    total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
+    overhead, activation = {}, None
+    if profiled:
+        with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
+                     model=layers, model_dims=cfg.model_dims(device.type),
+                     activation_memory=cfg.activation_memory, workload=cfg.workload) as prof:
+            for i in range(total):
+                one_step(i)
+                prof.step()
+        overhead = prof.overhead.to_dict()
+        traces = [str(p) for p in prof.trace_paths]
+        if prof.activation is not None and prof.activation.path is not None:
+            activation = str(prof.activation.path)
+    else:
+        for i in range(total):
+            one_step(i)
+        traces = []
+    coords = lay.coords(dist.get_rank())
+    return {"rank": dist.get_rank(), "coords": coords, "losses": losses, "overhead": overhead, "traces": traces,
+            "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
+            "activation": activation,
+            "replica": coords[2] == 0 or par.sequence_parallel}
+
+
+def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
+    torch.set_num_threads(1)
+    comm.reset_sequences()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        for i, (cfg, out_dir) in enumerate(jobs):
+            queue.put(dict(train(cfg, out_dir, profiled, return_state, torch.device("cpu")), job=i))
+    except BaseException:
+        queue.put({"rank": rank, "error": traceback.format_exc()})
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def _collect(items: list[dict], cfg: WorkloadConfig, out_dir: Path) -> RunResult:
+    items = sorted(items, key=lambda r: r["rank"])
+    steps = len(items[0]["losses"])
+    losses = tuple(sum(r["losses"][i] for r in items if r["replica"]) for i in range(steps))
+    manifest = out_dir / MANIFEST_NAME
+    return RunResult(out_dir, tuple(Path(p) for r in items for p in r["traces"]),
+                     manifest if manifest.exists() else None, len(items), losses,
+                     tuple(r["overhead"] for r in items), tuple(r["comm"] for r in items),
+                     tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items),
+                     tuple(Path(r["activation"]) for r in items if r.get("activation")))
+
+
+def _drain(queue, procs, expected: int) -> list[dict]:
+    """Read the ranks' results while they run (a child blocks on a full pipe until the parent reads)."""
+    items: list[dict] = []
+    done = False
+    while len(items) < expected and not done:
+        if not queue.empty():
+            items.append(queue.get())
+            continue
+        done = procs.join(timeout=0.05)
+    while not queue.empty():
+        items.append(queue.get())
+    while not done:
+        done = procs.join()
+    errors = [it["error"] for it in items if "error" in it]
+    if errors or len(items) < expected:
+        raise TracekitError("workload run failed on a rank: " + (errors[0].strip().splitlines()[-1] if errors
+                                                                  else "a rank exited without a result"))
+    return items
+
+
+def run_workload(config: WorkloadConfig, out_dir, *, profiled: bool = True, return_state: bool = False) -> RunResult:
+    """Run ``config`` and return where its traces and manifest went. Spawns ``tp x cp x dp`` gloo processes on
+    this host, unless this process is already one rank of a ``torchrun`` job (then NCCL when CUDA is there)."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        config.validate()
+        return _run_torchrun(config, Path(out_dir), profiled, return_state)
+    return run_batch([(config, out_dir)], profiled=profiled, return_state=return_state)[0]
+
+
+def run_batch(jobs, *, profiled: bool = True, return_state: bool = False) -> list[RunResult]:
+    """Run several (config, out_dir) jobs of one world size, one after the other, in one set of spawned
+    processes (process start-up dominates small runs)."""
+    worlds = {cfg.validate().world_size for cfg, _ in jobs}
+    if len(worlds) != 1:
+        raise TracekitError(f"run_batch: jobs need one world size, got {sorted(worlds)}; split the batch")
+    world, port, ctx = worlds.pop(), _free_port(), mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    jobs = [(cfg, str(out)) for cfg, out in jobs]
+    try:
+        procs = mp.start_processes(_rank_main, args=(world, jobs, port, queue, profiled, return_state),
+                                   nprocs=world, start_method="spawn", join=False)
+        items = _drain(queue, procs, world * len(jobs))
+    except mp.ProcessRaisedException as exc:
+        raise TracekitError(f"workload run failed on a rank: {str(exc).strip().splitlines()[-1]}") from None
+    results = []
+    for i, (cfg, out) in enumerate(jobs):
+        mine = [it for it in items if it.get("job") == i]
+        results.append(_collect(mine, cfg, Path(out)))
+    return results
+
+
+def _run_torchrun(cfg, out_dir, profiled, return_state) -> RunResult:
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        device, backend = torch.device("cuda", local), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend)
+    item = train(cfg, out_dir, profiled, return_state, device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return _collect([item], cfg, out_dir)

@@ -1,0 +1,138 @@
+"""Baseline vs current run: refuse to compare unlike runs, then one regression check per (scope, metric).
+
+A check fails when the median moved the wrong way by more than ``max_regression`` relative to the baseline
+AND by more than an absolute floor (``min_delta_us`` for times, ``min_delta_ratio`` for ratios), so
+microsecond noise on tiny numbers is not a regression. Unlike runs raise IncomparableRunsError (exit 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import IncomparableRunsError
+from .budgets import Budget, parse_target
+from .result import CheckResult, GateReport, fmt_change, fmt_stat, fmt_value
+from .stats import Stat
+from .summary import LOWER_IS_WORSE, RATIO_METRICS, Scope, Summary
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """A metric to hold against the baseline: whole run (scope None), one dimension/op, or a pattern."""
+
+    metric: str
+    scope: Scope | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "MetricSpec":
+        scope, metric = parse_target(text, text, "--metric")
+        return cls(metric, scope)
+
+
+DEFAULT_METRICS = (MetricSpec("exposed_comm_us"), MetricSpec("exposed_comm_share"), MetricSpec("overlap_ratio"),
+                   MetricSpec("exposed_comm_us", Scope("*", "*")))
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    max_regression: float = 0.10
+    min_delta_us: float = 50.0
+    min_delta_ratio: float = 0.02
+    metrics: tuple[MetricSpec, ...] = DEFAULT_METRICS
+
+    def floor(self, metric: str) -> float:
+        if metric.endswith("_us"):
+            return self.min_delta_us
+        return self.min_delta_ratio if metric in RATIO_METRICS else 0.0
+
+
+_IDENTITY_LABELS = {"world_size": "world size", "layout": "layout", "workload": "workload",
+                    "device_type": "device type"}
+
+
+def _show(key: str, value) -> str:
+    if key == "layout":
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def ensure_comparable(baseline: Summary, current: Summary) -> list[str]:
+    """Raise IncomparableRunsError when the runs differ in world size, layout, workload or device type.
+    Returns notes for fields only one side records (compared anyway)."""
+    b, c = baseline.identity(), current.identity()
+    diffs, notes = [], []
+    for key, label in _IDENTITY_LABELS.items():
+        bv, cv = b[key], c[key]
+        if bv in (None, {}) and cv in (None, {}):
+            continue
+        if bv in (None, {}) or cv in (None, {}):
+            side = "the baseline" if bv in (None, {}) else "this run"
+            notes.append(f"{label} is not recorded in {side}; compared anyway")
+        elif bv != cv:
+            diffs.append(f"{label} differs (baseline {_show(key, bv)}, this run {_show(key, cv)})")
+    if diffs:
+        raise IncomparableRunsError(f"cannot compare {current.source} with baseline {baseline.source}: "
+                                    + "; ".join(diffs) + "; record a baseline of this configuration with "
+                                    "`tracekit baseline PATH -o FILE`")
+    return notes
+
+
+def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat | None,
+                opts: GateOptions) -> CheckResult | None:
+    where = f"{spec_metric} (whole run)" if scope is None else f"{scope.label} {spec_metric}"
+    name = spec_metric if scope is None else f"{scope.label}:{spec_metric}"
+    common = dict(kind="regression", name=name, metric=spec_metric, scope="" if scope is None else scope.label,
+                  baseline=b, current=c, limit=opts.max_regression)
+    if b is None and c is None:
+        return None
+    if c is None:
+        return CheckResult(passed=True, message=f"{where}: baseline {fmt_stat(spec_metric, b)}, "
+                           "no value in this run", **common)
+    lower_worse = spec_metric in LOWER_IS_WORSE
+    base = 0.0 if b is None else b.median
+    if b is None and (lower_worse or spec_metric in RATIO_METRICS):
+        return CheckResult(passed=True, message=f"{where}: now {fmt_stat(spec_metric, c)}, "
+                           "not in the baseline", **common)
+    delta = c.median - base
+    change = delta / abs(base) if base else None
+    worse = delta < 0 if lower_worse else delta > 0
+    floor = opts.floor(spec_metric)
+    failed = worse and abs(delta) > floor and (change is None or abs(change) > opts.max_regression)
+    allowed = f"{'-' if lower_worse else '+'}{opts.max_regression * 100:.1f}%"
+    text = (f"baseline {fmt_stat(spec_metric, b) if b is not None else 'absent'}, "
+            f"now {fmt_stat(spec_metric, c)}, {fmt_change(change) if b is None or base else 'up from 0'}")
+    if failed:
+        msg = f"{where} regressed: {text} (allowed {allowed})"
+    elif worse and abs(delta) <= floor and (change is None or abs(change) > opts.max_regression):
+        msg = f"{where}: {text}, within the {fmt_value(spec_metric, floor)} absolute floor"
+    else:
+        msg = f"{where}: {text}"
+    return CheckResult(passed=not failed, message=msg, change=change, **common)
+
+
+def compare(baseline: Summary, current: Summary, opts: GateOptions = GateOptions()) -> list[CheckResult]:
+    """One regression check per metric spec (patterns expanded over the dimensions/ops of both runs)."""
+    present = sorted(set(baseline.scopes()) | set(current.scopes()), key=lambda s: (s.dimension, s.op))
+    checks = []
+    for spec in opts.metrics:
+        scopes = [None] if spec.scope is None else spec.scope.expand(present)
+        for scope in scopes:
+            r = _regression(spec.metric, scope, baseline.stat(spec.metric, scope),
+                            current.stat(spec.metric, scope), opts)
+            if r is not None:
+                checks.append(r)
+    return checks
+
+
+def run_gate(current: Summary, baseline: Summary | None = None, budgets: tuple[Budget, ...] = (),
+             opts: GateOptions = GateOptions()) -> GateReport:
+    """The whole gate: comparability, regressions against the baseline (if any), then every budget."""
+    notes: list[str] = []
+    checks: list[CheckResult] = []
+    if baseline is not None:
+        notes = ensure_comparable(baseline, current)
+        checks.extend(compare(baseline, current, opts))
+    for budget in budgets:
+        checks.extend(budget.evaluate(current))
+    return GateReport(tuple(checks), current.source, "" if baseline is None else baseline.source,
+                      current.identity(), tuple(notes))

@@ -1,0 +1,171 @@
+"""`tracekit diff A B`: per dimension × op and per collective call site, what became more exposed, and why.
+
+Per row the medians over steps (per rank, then across ranks) of comm, exposed, hidden, wait, transfer and bytes.
+The change in exposed time splits exactly into two parts, with ov = 1 − exposed/comm on each side:
+
+    exposed_B − exposed_A = (comm_B − comm_A)·(1 − ov_A)  +  comm_B·(ov_A − ov_B)
+                            └ more communication time ┘    └── less overlap ──┘
+
+and the first part is shown with what drove it: more waiting for peers (wait), a longer transfer, more bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .stats import stat_over_ranks
+from .summary import Scope, Summary
+
+_ROW_METRICS = ("count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us")
+_SITE_FIELDS = {"bytes": "bytes", "comm_us": "dur_us", "hidden_comm_us": "hidden_us",
+                "exposed_comm_us": "exposed_us", "wait_us": "wait_us", "transfer_us": "transfer_us"}
+
+
+@dataclass(frozen=True, slots=True)
+class DiffRow:
+    """One dimension/op or call site on both sides; ``a``/``b`` map metric -> median (None if absent)."""
+
+    label: str
+    a: Mapping[str, float | None]
+    b: Mapping[str, float | None]
+    more_comm_us: float  # part of the exposed change due to more communication time
+    less_overlap_us: float  # part due to a lower overlap ratio
+    reasons: tuple[str, ...]
+
+    @property
+    def exposed_delta_us(self) -> float:
+        return (self.b.get("exposed_comm_us") or 0.0) - (self.a.get("exposed_comm_us") or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "a": dict(self.a), "b": dict(self.b), "exposed_delta_us": self.exposed_delta_us,
+                "more_comm_us": self.more_comm_us, "less_overlap_us": self.less_overlap_us,
+                "reasons": list(self.reasons)}
+
+
+def _num(v: float | None) -> float:
+    return 0.0 if v is None else float(v)
+
+
+def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | None],
+            floor_us: float = 1.0) -> DiffRow:
+    """Split the change in exposed time (the decomposition in the module docstring) and name the causes."""
+    ca, cb, ea, eb = (_num(a.get("comm_us")), _num(b.get("comm_us")),
+                      _num(a.get("exposed_comm_us")), _num(b.get("exposed_comm_us")))
+    ov_a = 1 - ea / ca if ca else None
+    ov_b = 1 - eb / cb if cb else None
+    ov_a = ov_b if ov_a is None else ov_a
+    ov_b = ov_a if ov_b is None else ov_b
+    ov_a, ov_b = ov_a or 0.0, ov_b or 0.0
+    more_comm = (cb - ca) * (1 - ov_a)
+    less_overlap = cb * (ov_a - ov_b)
+    reasons: list[tuple[float, str]] = []
+    if less_overlap > floor_us:
+        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{less_overlap:.1f} µs"))
+    if a.get("wait_us") is not None and b.get("wait_us") is not None:
+        w = (_num(b["wait_us"]) - _num(a["wait_us"])) * (1 - ov_a)
+        if w > floor_us:
+            reasons.append((w, f"more waiting for peers (wait {_num(a['wait_us']):.1f}→{_num(b['wait_us']):.1f} µs)"
+                               f": +{w:.1f} µs"))
+    t = None
+    if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
+        t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
+    ba, bb = _num(a.get("bytes")), _num(b.get("bytes"))
+    grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if bb > ba * 1.01 else ""
+    if t is not None and t > floor_us:
+        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{t:.1f} µs"))
+    elif t is None and more_comm > floor_us:
+        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{more_comm:.1f} µs"))
+    elif grew:
+        reasons.append((0.0, f"more bytes ({grew})"))
+    return DiffRow(label, dict(a), dict(b), more_comm, less_overlap,
+                   tuple(text for _, text in sorted(reasons, key=lambda r: -r[0])))
+
+
+def _scope_values(s: Summary, scope: Scope) -> dict[str, float | None]:
+    out = {}
+    for m in _ROW_METRICS:
+        st = s.stat(m, scope)
+        out[m] = None if st is None else st.median
+    return out
+
+
+def _site_values(s: Summary) -> dict[tuple, dict[str, float | None]]:
+    """Call sites: the k-th collective of a process group and op within a step, medians over steps/ranks."""
+    per_step: dict[tuple, list[Mapping]] = defaultdict(list)
+    for c in s.collectives:
+        per_step[(int(c["rank"]), c.get("step"), str(c.get("pg_name")), str(c.get("op")))].append(c)
+    samples: dict[tuple, dict[str, dict[int, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for (rank, _step, pg, op), rows in per_step.items():
+        rows.sort(key=lambda c: (c.get("seq") if c.get("seq") is not None else -1, _num(c.get("start_us"))))
+        for k, c in enumerate(rows):
+            site = (str(c.get("dimension") or "unknown"), op, str(c.get("pg_desc") or pg), k)
+            for metric, field in _SITE_FIELDS.items():
+                samples[site][metric][rank].append(c.get(field))
+    out = {}
+    for site, by_metric in samples.items():
+        out[site] = {m: (None if (st := stat_over_ranks(by_metric[m])) is None else st.median) for m in _SITE_FIELDS}
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    a_source: str
+    b_source: str
+    by_dimension: tuple[DiffRow, ...]
+    by_call_site: tuple[DiffRow, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "tracekit.diff/1", "a": self.a_source, "b": self.b_source, "notes": list(self.notes),
+                "by_dimension": [r.to_dict() for r in self.by_dimension],
+                "by_call_site": [r.to_dict() for r in self.by_call_site]}
+
+
+def diff(a: Summary, b: Summary, top: int = 10, floor_us: float = 1.0) -> DiffResult:
+    """Rows for every dimension/op of either run and the ``top`` call sites whose exposed time changed most."""
+    scopes = sorted(set(a.scopes()) | set(b.scopes()), key=lambda s: (s.dimension, s.op))
+    rows = [explain(s.label, _scope_values(a, s), _scope_values(b, s), floor_us) for s in scopes]
+    rows.append(explain("whole run", {m: _median(a, m) for m in _ROW_METRICS[2:5]},
+                        {m: _median(b, m) for m in _ROW_METRICS[2:5]}, floor_us))
+    sa, sb = _site_values(a), _site_values(b)
+    sites = [explain(f"{d}/{op}#{k} ({pg})", sa.get((d, op, pg, k), {}), sb.get((d, op, pg, k), {}), floor_us)
+             for (d, op, pg, k) in sorted(set(sa) | set(sb))]
+    sites.sort(key=lambda r: -abs(r.exposed_delta_us))
+    notes = tuple(f"{k} differs: A {a.identity()[k]}, B {b.identity()[k]}"
+                  for k in a.identity() if a.identity()[k] != b.identity()[k])
+    return DiffResult(a.source, b.source, tuple(rows), tuple(sites[:top]), notes)
+
+
+def _median(s: Summary, metric: str) -> float | None:
+    st = s.run_stat(metric)
+    return None if st is None else st.median
+
+
+def _pair(a: float | None, b: float | None, unit: str = "", digits: int = 1) -> str:
+    fa = "-" if a is None else f"{a:.{digits}f}"
+    fb = "-" if b is None else f"{b:.{digits}f}"
+    return f"{fa}→{fb}{unit}"
+
+
+def _ov(row: Mapping[str, float | None]) -> float | None:
+    c, e = row.get("comm_us"), row.get("exposed_comm_us")
+    return None if not c or e is None else 1 - e / c
+
+
+def render_text(result: DiffResult) -> str:
+    """Plain-text tables: one line per dimension/op, then the call sites that changed most."""
+    lines = [f"A: {result.a_source}", f"B: {result.b_source}"] + [f"note: {n}" for n in result.notes]
+    header = f"{'':<40} {'exposed µs A→B':>22} {'Δ µs':>9} {'overlap':>11} {'comm µs A→B':>22} {'wait µs A→B':>20}"
+    for title, rows in (("per dimension/op (medians over steps)", result.by_dimension),
+                        ("per call site (largest changes)", result.by_call_site)):
+        lines += ["", title, header]
+        for r in rows:
+            lines.append(f"{r.label[:40]:<40} {_pair(r.a.get('exposed_comm_us'), r.b.get('exposed_comm_us')):>22} "
+                         f"{r.exposed_delta_us:>+9.1f} {_pair(_ov(r.a), _ov(r.b), digits=2):>11} "
+                         f"{_pair(r.a.get('comm_us'), r.b.get('comm_us')):>22} "
+                         f"{_pair(r.a.get('wait_us'), r.b.get('wait_us')):>20}")
+            if r.reasons:
+                lines.append(f"{'':<4}why: " + "; ".join(r.reasons))
+    return "\n".join(lines) + "\n"

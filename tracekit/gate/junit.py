@@ -1,0 +1,35 @@
+"""JUnit XML for CI systems: one <testcase> per check, a <failure> with the one-line message when it failed."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .result import GateReport
+
+
+def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTree:
+    failures = len(report.failures)
+    root = ET.Element("testsuites", name=suite, tests=str(len(report.checks)), failures=str(failures), errors="0")
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(report.checks)), failures=str(failures),
+                       errors="0", skipped="0")
+    props = ET.SubElement(ts, "properties")
+    for key, value in (("current", report.current_source), ("baseline", report.baseline_source),
+                       *((f"run.{k}", str(v)) for k, v in report.identity.items())):
+        ET.SubElement(props, "property", name=key, value=str(value))
+    for check in report.checks:
+        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{check.kind}", name=check.name, time="0")
+        if check.passed:
+            ET.SubElement(tc, "system-out").text = check.message
+        else:
+            failure = ET.SubElement(tc, "failure", message=check.message, type=f"tracekit.{check.kind}")
+            failure.text = check.message
+    if report.notes:
+        ET.SubElement(ts, "system-out").text = "\n".join(report.notes)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(report: GateReport, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    to_junit(report).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,53 @@
+"""A Markdown summary of the gate, fit for a CI job summary ($GITHUB_STEP_SUMMARY): verdict, failures first,
+then every check in a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .result import CheckResult, GateReport, fmt_change, fmt_stat, fmt_value
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _row(c: CheckResult) -> str:
+    status = "✅ pass" if c.passed else "❌ FAIL"
+    base = fmt_stat(c.metric, c.baseline) if c.kind == "regression" else ""
+    now = fmt_stat(c.metric, c.current)
+    if c.kind == "regression":
+        limit = f"±{c.limit * 100:.0f}%" if c.limit is not None else ""
+        change = fmt_change(c.change) if c.current is not None and c.baseline is not None else ""
+    else:
+        limit = f"{c.op} {fmt_value(c.metric, c.limit)}"
+        change = ""
+    return "| " + " | ".join(_cell(x) for x in (status, c.kind, c.name, base, now, change, limit)) + " |"
+
+
+def render_markdown(report: GateReport) -> str:
+    verdict = "✅ passed" if report.passed else "❌ failed"
+    lines = [f"## tracekit check {verdict}", "",
+             f"{len(report.checks) - len(report.failures)} of {len(report.checks)} checks passed"
+             f" — run `{_cell(report.current_source)}`"
+             + (f" against baseline `{_cell(report.baseline_source)}`" if report.baseline_source else "") + ".", ""]
+    ident = ", ".join(f"{k}: {v}" for k, v in report.identity.items() if v not in (None, {}))
+    if ident:
+        lines += [f"Run: {_cell(ident)}", ""]
+    if report.failures:
+        lines += ["### Failures", ""] + [f"- {_cell(c.message)}" for c in report.failures] + [""]
+    for note in report.notes:
+        lines.append(f"> {_cell(note)}")
+    if report.notes:
+        lines.append("")
+    lines += ["### Checks", "", "| | kind | check | baseline | now | change | limit |",
+              "|---|---|---|---|---|---|---|"] + [_row(c) for c in report.checks]
+    lines += ["", "Values are medians over steps (per rank, then across ranks); the spread is the range of the "
+                  "per-step values."]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(report: GateReport, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(render_markdown(report), encoding="utf-8")
+

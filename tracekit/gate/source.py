@@ -1,0 +1,58 @@
+"""Where a summary comes from: a `tracekit.summary/1` JSON file, or traces (a directory of per-rank Kineto
+traces, or one trace file) that are loaded with ``tracekit.model.io.load`` and analysed with
+``tracekit.analyze``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import SummaryFormatError, TracekitError
+from .summary import Summary
+
+_TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
+
+
+def _read_json(path: Path) -> Any:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError, EOFError) as exc:
+        raise SummaryFormatError(f"{path}: not readable as JSON ({exc}); give a tracekit summary "
+                                 "or a trace directory") from None
+
+
+def summary_from_traces(path: Path) -> Mapping[str, Any]:
+    """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer."""
+    try:
+        from ..model.io import load
+        from .. import analyze  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise TracekitError(f"{path}: analysing traces needs tracekit.model.io and tracekit.analyze, which this "
+                            f"build lacks ({exc}); pass a summary JSON from `tracekit analyze --format json`") from None
+    traces = load([path]) if path.is_file() else load(path)
+    result = analyze(traces)
+    return result if isinstance(result, Mapping) else result.to_dict()
+
+
+def load_summary(path: str | Path) -> Summary:
+    """A Summary from a summary JSON file, or from traces (analysed on the fly)."""
+    p = Path(path)
+    if not p.exists():
+        raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
+    if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES):
+        return Summary(summary_from_traces(p), str(p))
+    data = _read_json(p)
+    if isinstance(data, Mapping) and "traceEvents" in data:
+        return Summary(summary_from_traces(p), str(p))
+    if not isinstance(data, Mapping):
+        raise SummaryFormatError(f"{p}: a JSON {type(data).__name__}, not a tracekit summary object")
+    return Summary(data, str(p))
+
+
+def write_summary(summary: Summary, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(summary.data, indent=1, sort_keys=False) + "\n", encoding="utf-8")

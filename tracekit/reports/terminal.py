@@ -1,0 +1,75 @@
+"""The terminal view of a summary (rich): `tracekit analyze --format table`. It reads the same view model as
+the HTML report (tracekit.reports.view), so both show the summary's numbers with the same formatting."""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from . import view
+from .base import check_summary
+
+RANK_KEYS = (*view.STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
+DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
+                    "transfer_us", "busbw_gbps")
+COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "pg_desc", "seq", "name", "dur_us", "exposed_us", "wait_us",
+                     "transfer_us", "busbw_gbps")
+STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
+OFFSET_FIELDS = ("rank", "offset_us", "spread_us", "matched", "method")
+UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
+MEMORY_FIELDS = ("rank", "layer", "measured_bytes", "model_bytes", "delta_bytes", "model")
+
+
+def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
+    """The summary as plain text: headline, per-rank totals, by dimension and op, top exposed collectives,
+    stragglers, clock offsets, unrecognised kernels, activation memory and warnings (empty sections left out)."""
+    check_summary(summary)
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, color_system=None, highlight=False)
+    for f in view.headline(summary):
+        con.print(f"{escape(f.label)}: {f.text}")
+    ranks = summary.get("ranks") or []
+    rows = [[str(r["rank"]), str(len(r.get("steps", []))),
+             *(view.figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)).text for k in RANK_KEYS),
+             view.figure(f"ranks.{i}.wait_us", "wait_us", r.get("wait_us")).text] for i, r in enumerate(ranks)]
+    con.print(_table("per rank (totals over steps)", ["rank", "steps", *RANK_KEYS, "wait_us"], rows))
+    sections = (
+        ("by dimension and op (summed over ranks)", "by_dimension", DIMENSION_FIELDS, None),
+        (f"top {top} exposed collectives", "collectives", COLLECTIVE_FIELDS, view.top_exposed(summary, top)),
+        ("stragglers (who arrives last)", "stragglers", STRAGGLER_FIELDS, None),
+        ("clock offsets (against the lowest rank)", "clock_offsets", OFFSET_FIELDS, None),
+        ("unrecognised kernels on communication streams (a comm rule may be missing)", "unrecognised_kernels",
+         UNRECOGNISED_FIELDS, None),
+    )
+    for title, key, fields, pick in sections:
+        _section(con, summary, title, key, fields, pick)
+    memory = summary.get("activation_memory") or {}
+    if memory.get("layers"):
+        _section(con, {"layers": memory["layers"]}, "activation memory per layer: measured vs model", "layers",
+                 MEMORY_FIELDS, None)
+    for w in summary.get("warnings") or []:
+        con.print(f"warning: {escape(w)}")
+    return buf.getvalue()
+
+
+def _section(con: Console, summary: Mapping, title: str, key: str, fields: Sequence[str], pick) -> None:
+    rows = view.table(summary, key, fields, pick)
+    if rows:
+        con.print(_table(title, list(fields), [[_text(c) for c in r["cells"]] for r in rows]))
+
+
+def _text(c) -> str:
+    return c.text if isinstance(c, view.Figure) else c
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for h in headers:
+        t.add_column(h.removesuffix("_us").replace("_", " "), overflow="fold")
+    for r in rows:
+        t.add_row(*(escape(x) for x in r))
+    return t

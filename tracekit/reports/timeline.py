@@ -1,0 +1,129 @@
+"""The per-rank timeline of one representative step: its input format, a fallback, and downsampling.
+
+Input (``tracekit.timeline/1``; see docs/report-inputs.md), given to the HTML reporter as ``timeline=`` or
+found at ``summary["timeline"]``::
+
+    {"schema": "tracekit.timeline/1",
+     "ranks": [{"rank": 0, "step": 3, "window_us": [t0, t1],
+                "intervals": [[start_us, end_us, "compute" | "hidden" | "exposed"], ...]}]}
+
+Times are µs in the rank's own trace time base; the page draws them relative to ``window_us[0]``.
+"compute" intervals are the union K of compute kernels; "hidden" = C ∩ K and "exposed" = C \\ K pieces of the
+communication union C, so hidden and exposed never overlap each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import ConfigError
+
+TIMELINE_SCHEMA = "tracekit.timeline/1"
+CATEGORIES = ("compute", "hidden", "exposed")
+DEFAULT_MAX_EVENTS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    ranks: tuple[dict, ...]  # {"rank", "step", "window_us", "intervals": {category: [[s, e], ...]}}
+    source: str  # "analyzer" or "collectives"
+    shown: int
+    total: int
+    merge_gap_us: float  # 0.0 when nothing was merged
+
+    @property
+    def downsampled(self) -> bool:
+        return self.shown < self.total
+
+    def to_dict(self) -> dict:
+        return {"ranks": list(self.ranks), "source": self.source, "shown": self.shown, "total": self.total,
+                "merge_gap_us": self.merge_gap_us}
+
+
+def _check(tl: Mapping) -> None:
+    if tl.get("schema") != TIMELINE_SCHEMA:
+        raise ConfigError(f"timeline: schema {tl.get('schema')!r} is not {TIMELINE_SCHEMA!r}; "
+                          "pass the analyzer's timeline output unchanged")
+    for r in tl.get("ranks", []):
+        for iv in r.get("intervals", []):
+            if iv[2] not in CATEGORIES or not iv[1] >= iv[0]:
+                raise ConfigError(f"timeline: rank {r.get('rank')}: bad interval {iv!r}; expected "
+                                  f"[start_us, end_us >= start_us, one of {CATEGORIES}]")
+
+
+def from_collectives(summary: Mapping) -> dict:
+    """A stand-in timeline when the analyzer gave none: each collective of the representative step as one bar,
+    coloured by the larger of its hidden and exposed parts. No compute intervals are drawn."""
+    ranks = summary.get("ranks") or []
+    walls: dict[int, list[float]] = {}
+    for r in ranks:
+        for s in r.get("steps", []):
+            walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
+    if not walls:
+        return {"schema": TIMELINE_SCHEMA, "ranks": []}
+    by_mean = sorted(walls, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
+    step = by_mean[len(by_mean) // 2]  # the step of median mean wall time
+    out = []
+    for r in ranks:
+        cols = [c for c in summary.get("collectives") or [] if c.get("rank") == r["rank"] and c.get("step") == step]
+        ivs = [[float(c["start_us"]), float(c["start_us"]) + float(c["dur_us"]),
+                "exposed" if float(c.get("exposed_us") or 0) >= float(c.get("hidden_us") or 0) else "hidden"]
+               for c in cols]
+        t0 = min((iv[0] for iv in ivs), default=0.0)
+        t1 = max((iv[1] for iv in ivs), default=0.0)
+        out.append({"rank": r["rank"], "step": step, "window_us": [t0, t1], "intervals": ivs})
+    return {"schema": TIMELINE_SCHEMA, "ranks": out}
+
+
+def merge_gap(series: list[np.ndarray], max_events: int) -> float | None:
+    """The smallest gap threshold g such that merging intervals closer than or at g leaves <= max_events
+    (or one interval per series, if there are more series than that); None when nothing needs merging."""
+    total = sum(len(a) for a in series)
+    if total <= max_events:
+        return None
+    gaps = np.concatenate([a[1:, 0] - a[:-1, 1] for a in series if len(a) > 1] or [np.zeros(0)])
+    keep = max_events - sum(1 for a in series if len(a))  # gaps that may stay open
+    gaps = np.sort(gaps)[::-1]
+    if keep <= 0:  # every series collapses to one interval
+        return float(gaps[0]) if len(gaps) else 0.0
+    return float(gaps[keep])  # keep < len(gaps) because total > max_events
+
+
+def _merge(a: np.ndarray, gap: float | None) -> np.ndarray:
+    if len(a) < 2 or gap is None:
+        return a
+    split = np.nonzero(a[1:, 0] - a[:-1, 1] > gap)[0] + 1
+    starts = np.concatenate([[0], split])
+    return np.stack([a[starts, 0], np.maximum.reduceat(a[:, 1], starts)], axis=1)
+
+
+def prepare(summary: Mapping, timeline: Mapping | None, max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
+    """Validate, pick the source, and downsample above ``max_events`` intervals by merging short gaps."""
+    if max_events < 1:
+        raise ConfigError(f"--max-timeline-events must be at least 1, got {max_events}")
+    tl = timeline if timeline is not None else summary.get("timeline")
+    source = "analyzer"
+    if tl is None:
+        tl, source = from_collectives(summary), "collectives"
+    _check(tl)
+    per_rank = []
+    for r in tl.get("ranks", []):
+        cats = {}
+        for c in CATEGORIES:
+            iv = sorted((float(s), float(e)) for s, e, k in r.get("intervals", []) if k == c)
+            cats[c] = np.asarray(iv, dtype=np.float64).reshape(-1, 2)
+        per_rank.append((r, cats))
+    series = [a for _, cats in per_rank for a in cats.values()]
+    total = sum(len(a) for a in series)
+    gap = merge_gap(series, max_events)
+    ranks, shown = [], 0
+    for r, cats in per_rank:
+        t0 = float(r.get("window_us", [0.0])[0])
+        merged = {c: _merge(a, gap) for c, a in cats.items()}
+        shown += sum(len(a) for a in merged.values())
+        ranks.append({"rank": r["rank"], "step": r.get("step"), "window_us": list(r.get("window_us", [])),
+                      "intervals": {c: np.round(a - t0, 3).tolist() for c, a in merged.items()}})
+    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0))

@@ -1,0 +1,163 @@
+"""What a report shows, derived from a ``tracekit.summary/1`` dict: one place for every displayed number.
+
+The HTML and terminal reporters both read these functions, so they show the same figures. Nothing here
+measures anything: headline figures are sums and ratios of the summary's own per-rank totals, and tables
+are rows of the summary picked and ordered for display. Each displayed value carries its ``key`` (a dotted
+path into the summary, or ``headline.<name>``) so a test can check it against the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+SCHEMA = "tracekit.summary/1"
+STEP_KEYS = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us", "overlap_ratio", "idle_us")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One displayed number: where it comes from, its raw value and how it reads."""
+
+    key: str
+    label: str
+    value: float | int | None
+    text: str
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "label": self.label, "value": self.value, "text": self.text}
+
+
+def fmt_us(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.3f} s"
+    if a >= 1e3:
+        return f"{v / 1e3:.3f} ms"
+    return f"{v:.1f} µs"
+
+
+def fmt_ratio(v: float | None) -> str:
+    return "—" if v is None else f"{100.0 * v:.1f} %"
+
+
+def fmt_bytes(v: int | float | None) -> str:
+    if v is None:
+        return "—"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{int(v)} B"
+
+
+def fmt_gbps(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f} GB/s"
+
+
+def fmt_count(v: int | float | None) -> str:
+    return "—" if v is None else f"{int(v)}"
+
+
+FORMATTERS = {"us": fmt_us, "ratio": fmt_ratio, "bytes": fmt_bytes, "gbps": fmt_gbps, "count": fmt_count}
+
+
+def unit_of(field: str) -> str:
+    if field.endswith("_us"):
+        return "us"
+    if field.endswith("ratio") or field.endswith("share"):
+        return "ratio"
+    if field.endswith("bytes") or field == "bytes":
+        return "bytes"
+    if field.endswith("gbps"):
+        return "gbps"
+    return "count"
+
+
+def figure(key: str, label: str, value: Any) -> Figure:
+    field = key.rsplit(".", 1)[-1]
+    return Figure(key, label, value, FORMATTERS[unit_of(field)](value))
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return None if den <= 0 else num / den
+
+
+def headline(summary: Mapping) -> list[Figure]:
+    """Step time (mean over ranks and steps), exposed share of the step, overlap ratio (all ranks, all steps).
+
+    exposed share = Σ exposed_comm_us / Σ wall_us and overlap = Σ hidden_comm_us / Σ comm_us over the ranks'
+    ``totals``: the same definitions as one rank's figures, pooled over ranks.
+    """
+    ranks = summary.get("ranks", [])
+    n_steps = sum(len(r.get("steps", [])) for r in ranks)
+    tot = {k: sum(float(r["totals"].get(k) or 0.0) for r in ranks) for k in STEP_KEYS}
+    step_us = tot["wall_us"] / n_steps if n_steps else None
+    return [
+        figure("headline.step_us", "step time (mean)", step_us),
+        figure("headline.exposed_share", "exposed communication / step", _ratio(tot["exposed_comm_us"], tot["wall_us"])),
+        figure("headline.overlap_ratio", "overlap ratio (hidden / comm)", _ratio(tot["hidden_comm_us"], tot["comm_us"])),
+        figure("headline.comm_us", "communication per step (mean)", tot["comm_us"] / n_steps if n_steps else None),
+    ]
+
+
+def overview(summary: Mapping) -> list[tuple[str, str]]:
+    run = summary.get("run", {})
+    ranks = summary.get("ranks", [])
+    steps = sorted({s["step"] for r in ranks for s in r.get("steps", [])})
+    layout = run.get("layout") or {}
+    versions = {"tracekit": summary.get("tracekit_version", "")}
+    manifest = run.get("manifest") or {}
+    for k in ("torch", "torch_version", "nccl_version", "python"):
+        if k in manifest:
+            versions[k] = str(manifest[k])
+    return [
+        ("schema", str(summary.get("schema", ""))),
+        ("workload", str(run.get("workload", "") or "—")),
+        ("world size", str(run.get("world_size", len(ranks)))),
+        ("layout", " × ".join(f"{k}={v}" for k, v in layout.items()) or "unknown"),
+        ("backend / device", f"{run.get('backend', '') or '—'} / {run.get('device_type', '') or '—'}"),
+        ("ranks loaded", _span(sorted(r["rank"] for r in ranks))),
+        ("steps", _span(steps)),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+    ]
+
+
+def _span(xs: Sequence[int]) -> str:
+    if not xs:
+        return "none"
+    if list(xs) == list(range(xs[0], xs[-1] + 1)) and len(xs) > 2:
+        return f"{xs[0]}–{xs[-1]} ({len(xs)})"
+    return ", ".join(str(x) for x in xs)
+
+
+def table(summary: Mapping, section: str, fields: Sequence[str], rows: Sequence[int] | None = None) -> list[dict]:
+    """Rows of a summary list as {"index", "cells": [Figure|str]}: numbers keyed ``section.i.field``."""
+    items = summary.get(section) or []
+    out = []
+    for i in (range(len(items)) if rows is None else rows):
+        item = items[i]
+        cells = [figure(f"{section}.{i}.{f}", f, item.get(f)) if _numeric(item.get(f), f) else str(item.get(f, ""))
+                 for f in fields]
+        out.append({"index": i, "cells": cells})
+    return out
+
+
+def _numeric(v: Any, field: str) -> bool:
+    return (v is None and unit_of(field) != "count") or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        and field not in ("rank", "step", "seq", "stream"))
+
+
+def top_exposed(summary: Mapping, n: int = 20) -> list[int]:
+    """Indices of the collectives with the most exposed time (ties broken by summary order)."""
+    cols = summary.get("collectives") or []
+    order = sorted(range(len(cols)), key=lambda i: (-float(cols[i].get("exposed_us") or 0.0), i))
+    return [i for i in order[:n] if float(cols[i].get("exposed_us") or 0.0) > 0.0] or order[:n]
+
+
+def rank_totals(summary: Mapping) -> list[dict]:
+    ranks = summary.get("ranks", [])
+    return [{"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in STEP_KEYS]}
+            for i, r in enumerate(ranks)]
