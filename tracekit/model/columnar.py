@@ -1,6 +1,6 @@
 """Decoded events -> columnar EventTable + RankInfo. The only code that knows Kineto's event semantics.
 
-Events arrive in pieces (a few MiB of JSON each, see ``decode.EventStream``); each piece is reduced at once to
+Events arrive in pieces (a few MiB of JSON each, see ``stream.EventStream``); each piece is reduced at once to
 numpy columns and a handful of Python objects (the args of collective events), then dropped, so memory holds
 the columns rather than millions of structs. Everything that needs the whole trace (classification of the
 unique names, step assignment, correlation joins, collective linking) runs once on the joined columns.

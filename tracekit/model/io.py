@@ -17,8 +17,8 @@ from ..errors import MissingRankError, TraceFormatError
 from .cache import read_cache, write_cache
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
-from .decode import (DEFAULT_MAX_BYTES, EventStream, NotStreamable, decode, exact_times_ns, gc_paused,
-                     needs_exact_times, read_bytes)
+from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
+from .stream import EventStream, NotStreamable
 from .events import EventTable
 from .traceset import RankInfo, RunMetadata, TraceSet
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import GPU
 from tests.unit.model.reference_loader import reference_load
-from tracekit.model import decode
+from tracekit.model import stream as decode
 from tracekit.model.events import COLUMNS
 from tracekit.model.io import LoadOptions, _load_streaming, load_file
 
