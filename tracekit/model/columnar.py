@@ -1,60 +1,198 @@
-"""Decoded trace -> columnar EventTable + RankInfo. The only code that knows Kineto's event semantics.
+"""Decoded events -> columnar EventTable + RankInfo. The only code that knows Kineto's event semantics.
 
-Per-row work is a handful of list comprehensions over struct attributes; everything else (classification,
-step assignment, correlation joins) runs on the unique names or as numpy operations.
+Events arrive in pieces (a few MiB of JSON each, see ``stream.EventStream``); each piece is reduced at once to
+numpy columns and a handful of Python objects (the args of collective events), then dropped, so memory holds
+the columns rather than millions of structs. Everything that needs the whole trace (classification of the
+unique names, step assignment, correlation joins, collective linking) runs once on the joined columns.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
-from .classify import HOST_COMM_OP, RuleSet
+from .classify import RuleSet
 from .decode import Trace
 from .events import ABSENT, COLUMNS, EventKind as K, EventTable
+from .kinds import assign_steps, classify_kinds
 from .linking import fill_collectives
-from .traceset import ProcessGroup, RankInfo
+from .rankinfo import Facts, rank_info
 
-DEVICE_CATS = {"kernel": K.KERNEL, "gpu_memcpy": K.MEMCPY, "gpu_memset": K.MEMSET, "cuda_sync": K.SYNC,
-               "gpu_user_annotation": K.ANNOTATION}
-HOST_CATS = {"cpu_op": K.CPU_OP, "user_annotation": K.ANNOTATION, "cuda_runtime": K.RUNTIME,
-             "cuda_driver": K.RUNTIME, "cpu_instant_event": K.MEMORY, "python_function": K.OTHER}
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DROP_CATS = {"Trace", "python_function"}
+_MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
+_COPY_CATS = {"gpu_memcpy", "gpu_memset"}  # kinds MEMCPY / MEMSET
+_EXACT_LIMIT = 2**53 / 1000.0
+_PARTS = ("ts", "dur", "pid", "tid", "correlation", "external", "dev_arg", "has_coll", "name", "cat",
+          "mem_bytes", "mem_total")
 
 
-def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
-                exact: tuple[list, list] | None = None) -> tuple[EventTable, RankInfo]:
-    """``exact``: (ts_ns, dur_ns) per trace event decoded exactly, for ns-resolution epoch timestamps."""
-    events = trace.traceEvents or []
-    thread_names = {(e.pid, e.tid): e.args.name for e in events
-                    if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name}
-    flow_cats = {e.cat for e in events if e.ph in ("s", "f")}
-    keep = [i for i, e in enumerate(events)
-            if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")]
-    kept = [events[i] for i in keep]
-    if exact is not None and len(exact[0]) == len(events):
-        exact = ([exact[0][i] for i in keep], [exact[1][i] for i in keep])
-    else:
-        exact = None
-    table, n_bad = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names, exact)
-    if n_bad:
-        warnings.append(f"{path}: dropped {n_bad} events with missing, non-finite or negative times/durations")
-    if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
-                           or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
-        warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
-    info = _rank_info(trace, path, table, flow_cats, kept, warnings)
-    return table, info
+class TableBuilder:
+    """Feed pieces of ``traceEvents`` in file order with ``add``; ``finish`` returns (EventTable, RankInfo)."""
+
+    def __init__(self, rules: RuleSet):
+        self.rules = rules
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+        self.names: dict[str, int] = {}
+        self.cats: dict[str, int] = {}
+        self.coll_args: dict[int, object] = {}  # row -> Args of rows carrying collective metadata
+        self.facts = Facts()
+        self.rows = 0
+        self.n_bad = 0
+
+    def needs_exact(self, events) -> bool:
+        """True when float64 µs cannot hold some timestamp of ``events`` to the ns (see decode)."""
+        t = _floats([e.ts for e in events])
+        return bool(np.any((np.abs(t) >= _EXACT_LIMIT) & (t != np.floor(t))))
+
+    def add(self, events, exact: tuple[list, list] | None = None) -> None:
+        ph_codes, phs = _factorize([e.ph for e in events])
+        cat_codes, cats = _factorize([e.cat for e in events])
+        keep_mask = _is(ph_codes, phs, "X") & ~_in(cat_codes, cats, _DROP_CATS)
+        inst = np.flatnonzero(_is(ph_codes, phs, "i"))
+        keep_mask[inst[[events[j].name == "[memory]" for j in inst.tolist()]]] = True
+        self._facts(events, ph_codes, phs, cat_codes, cats)
+        keep = np.flatnonzero(keep_mask).tolist()
+        kept = [events[i] for i in keep]
+        self.facts.note_kept(kept)
+        ts = _floats([e.ts for e in kept])
+        dur = _floats([e.dur for e in kept])
+        is_instant = _is(ph_codes, phs, "i")[keep]
+        dur = np.where(is_instant & np.isnan(dur), 0.0, dur)
+        good = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15) & (dur < 9e15)
+        bad = int(len(good) - np.count_nonzero(good))
+        kept_cats = cat_codes[keep]
+        if exact is not None:
+            ts_ns = _ints([exact[0][i] for i in keep])[good]
+            dur_ns = _ints([exact[1][i] for i in keep])[good]
+            dur_ns[is_instant[good] & (dur_ns < 0)] = 0
+        if bad:
+            self.n_bad += bad
+            kept = [e for e, g in zip(kept, good) if g]
+            ts, dur, kept_cats = ts[good], dur[good], kept_cats[good]
+        if exact is None:
+            ts_ns, dur_ns = _to_ns(ts), np.rint(dur * 1000.0).astype(np.int64)
+        self._columns(kept, ts_ns, dur_ns, kept_cats, cats)
+
+    def _facts(self, events, ph_codes, phs, cat_codes, cats) -> None:
+        f = self.facts
+        for j in np.flatnonzero(_is(ph_codes, phs, "M")).tolist():
+            e = events[j]
+            if e.name == "thread_name" and e.args is not None and e.args.name:
+                f.thread_names[(e.pid, e.tid)] = e.args.name
+        flows = _is(ph_codes, phs, "s") | _is(ph_codes, phs, "f")
+        f.flow_cats.update(cats[c] for c in np.unique(cat_codes[flows]).tolist())
+
+    def _columns(self, kept, ts_ns, dur_ns, cat_codes, cats) -> None:
+        p, n = self.parts, len(kept)
+        p["ts"].append(ts_ns)
+        p["dur"].append(dur_ns)
+        p["name"].append(_recode(self.names, *_factorize([e.name for e in kept])))
+        p["cat"].append(_recode(self.cats, cat_codes, cats))
+        p["pid"].append(_ints([e.pid for e in kept]))
+        p["tid"].append(_ints([e.tid for e in kept]))
+        args = [e.args for e in kept]
+        p["correlation"].append(_ints([a.correlation if a is not None else -1 for a in args]))
+        p["external"].append(_ints([a.external_id if a is not None else -1 for a in args]))
+        p["dev_arg"].append(_ints([a.device if a is not None else -1 for a in args]))
+        coll = [i for i, a in enumerate(args) if a is not None and (a.coll_name is not None or
+                                                                    a.in_nelems is not None or a.in_size is not None)]
+        has_coll = np.zeros(n, dtype=bool)
+        has_coll[[i for i in coll if args[i].coll_name is not None]] = True
+        p["has_coll"].append(has_coll)
+        for i in coll:
+            self.coll_args[self.rows + i] = args[i]
+        mem_bytes, mem_total = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
+        mem = np.flatnonzero(_in(cat_codes, cats, _MEM_CATS)).tolist()
+        cp = np.flatnonzero(_in(cat_codes, cats, _COPY_CATS)).tolist()
+        mem_bytes[mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
+        mem_total[mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
+        mem_bytes[cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
+        p["mem_bytes"].append(mem_bytes)
+        p["mem_total"].append(mem_total)
+        self.rows += n
+
+    def finish(self, trace: Trace, path: str, warnings: list[str]) -> tuple[EventTable, RankInfo]:
+        table = self._table(int(trace.baseTimeNanoseconds or 0))
+        if self.n_bad:
+            warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative "
+                            "times/durations")
+        if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
+                               or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
+            warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
+        return table, rank_info(trace, path, table, self.facts, warnings)
+
+    def _table(self, base_ns: int) -> EventTable:
+        p = {k: _join(v, k) for k, v in self.parts.items()}
+        self.parts = {}
+        strings: dict[str, int] = {}
+        names, cats = list(self.names), list(self.cats)
+        name_map = _intern(strings, names)
+        cat_map = _intern(strings, cats)
+        name_codes, cat_codes = p["name"], p["cat"]
+        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules, p["has_coll"])
+        tid = p["tid"]
+        gloo = {t for (_, t), nm in self.facts.thread_names.items() if "gloo" in str(nm)}
+        gloo |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
+        on_gloo = np.isin(tid, np.array(sorted(t for t in gloo if isinstance(t, int)), dtype=np.int64))
+        kind[(kind == K.CPU_OP) & on_gloo] = K.CPU_COMM_OP
+        dev_arg, pid = p["dev_arg"], p["pid"]
+        device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
+        device = np.where((device >= -1) & (device < 2**15), device, -1).astype(np.int16)  # no int16 wrap-around
+        n = len(kind)
+        cols = {k: np.full(n, ABSENT, dtype=d) for k, d in COLUMNS.items() if k not in _OWN}
+        cols.update(ts_ns=p["ts"] + np.int64(base_ns), dur_ns=p["dur"], kind=kind.astype(np.int8), device=device,
+                    pid=pid, stream=tid, name_id=name_map[name_codes], cat_id=cat_map[cat_codes],
+                    correlation=p["correlation"], external_id=p["external"], mem_bytes=p["mem_bytes"],
+                    mem_total=p["mem_total"])
+        cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
+        fill_collectives(cols, strings, self.coll_args, names, name_codes)
+        return EventTable({k: cols[k] for k in COLUMNS}, tuple(strings))
 
 
-def _array(values: list, dtype, fill=ABSENT) -> np.ndarray:
+_OWN = {"ts_ns", "dur_ns", "kind", "device", "pid", "stream", "name_id", "cat_id", "correlation", "external_id",
+        "mem_bytes", "mem_total", "step"}
+_JOIN_DTYPES = {"ts": np.int64, "dur": np.int64, "name": np.int32, "cat": np.int32, "has_coll": bool}
+
+
+def _join(parts: list[np.ndarray], key: str) -> np.ndarray:
+    if not parts:
+        return np.empty(0, dtype=_JOIN_DTYPES.get(key, np.int64))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _factorize(values: list) -> tuple[np.ndarray, list]:
+    """(codes, uniques in first-appearance order); pandas does the hashing in C."""
+    if not values:
+        return np.empty(0, np.intp), []
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    return codes, list(uniques)
+
+
+def _is(codes: np.ndarray, uniques: list, value) -> np.ndarray:
+    return codes == uniques.index(value) if value in uniques else np.zeros(len(codes), dtype=bool)
+
+
+def _in(codes: np.ndarray, uniques: list, values: set) -> np.ndarray:
+    return np.array([u in values for u in uniques] or [False], dtype=bool)[codes]
+
+
+def _recode(table: dict, codes: np.ndarray, uniques: list) -> np.ndarray:
+    """Local codes -> codes into ``table`` (extended in the order the values first appear in ``codes``)."""
+    if not len(codes):
+        return np.empty(0, np.int32)
+    present, first = np.unique(codes, return_index=True)
+    remap = np.zeros(len(uniques), dtype=np.int32)
+    for c in present[np.argsort(first, kind="stable")].tolist():
+        remap[c] = table.setdefault(uniques[c], len(table))
+    return remap[codes]
+
+
+def _floats(values: list) -> np.ndarray:
     try:
-        return np.array(values, dtype=dtype)
+        return np.array(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
-        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else fill for v in values],
-                        dtype=dtype)
+        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values],
+                        dtype=np.float64)
 
 
 def _ints(values: list) -> np.ndarray:
@@ -73,62 +211,6 @@ def _int_or_absent(v) -> int:
     return ABSENT
 
 
-def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> tuple[EventTable, int]:
-    ts = _array([e.ts for e in kept], np.float64, np.nan)
-    dur = _array([e.dur for e in kept], np.float64, np.nan)
-    is_instant = np.array([e.ph == "i" for e in kept], dtype=bool)
-    dur = np.where(is_instant & np.isnan(dur), 0.0, dur)
-    good = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15) & (dur < 9e15)
-    n_bad = int((~good).sum())
-    if exact is not None:
-        ts_ns, dur_ns = _ints(exact[0])[good], _ints(exact[1])[good]
-        dur_ns[is_instant[good] & (dur_ns < 0)] = 0
-    if n_bad:
-        kept = [e for e, g in zip(kept, good) if g]
-        ts, dur = ts[good], dur[good]
-    if exact is None:
-        ts_ns = _to_ns(ts)
-        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
-    ts_ns = ts_ns + np.int64(base_ns)
-
-    strings: dict[str, int] = {}
-    name_codes, name_uniques = pd.factorize(np.array([e.name for e in kept], dtype=object))
-    cat_codes, cat_uniques = pd.factorize(np.array([e.cat for e in kept], dtype=object))
-    name_map = _intern(strings, name_uniques)
-    cat_map = _intern(strings, cat_uniques)
-    name_id = name_map[name_codes] if len(kept) else np.empty(0, np.int32)
-    cat_id = cat_map[cat_codes] if len(kept) else np.empty(0, np.int32)
-
-    pid = _ints([e.pid for e in kept])
-    tid = _ints([e.tid for e in kept])
-    args = [e.args for e in kept]
-    correlation = _ints([a.correlation if a is not None else None for a in args])
-    external = _ints([a.external_id if a is not None else None for a in args])
-    dev_arg = _ints([a.device if a is not None else None for a in args])
-
-    kind, is_device = _kinds(cat_codes, list(cat_uniques), name_codes, list(name_uniques), rules, args)
-    gloo_threads = {tid_ for (pid_, tid_), nm in thread_names.items() if "gloo" in str(nm)}
-    gloo_threads |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
-    on_gloo = np.isin(tid, np.array(sorted(t for t in gloo_threads if isinstance(t, int)), dtype=np.int64))
-    kind[(kind == K.CPU_OP) & on_gloo] = K.CPU_COMM_OP
-
-    device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
-    device = np.where((device >= -1) & (device < 2**15), device, -1).astype(np.int16)  # no int16 wrap-around
-    n = len(kept)
-    cols = {k: np.full(n, ABSENT, dtype=d) for k, d in COLUMNS.items()}
-    cols.update(ts_ns=ts_ns, dur_ns=dur_ns, kind=kind.astype(np.int8), device=device, pid=pid, stream=tid,
-                name_id=name_id.astype(np.int32), cat_id=cat_id.astype(np.int32), correlation=correlation,
-                external_id=external)
-    mem = np.flatnonzero(kind == K.MEMORY)
-    cols["mem_bytes"][mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
-    cols["mem_total"][mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
-    cp = np.flatnonzero((kind == K.MEMCPY) | (kind == K.MEMSET))
-    cols["mem_bytes"][cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
-    cols["step"] = _assign_steps(cols, kind, name_uniques, name_codes, is_device)
-    fill_collectives(cols, strings, args, list(name_uniques), name_codes)
-    return EventTable(cols, tuple(strings)), n_bad
-
-
 def _to_ns(ts_us: np.ndarray) -> np.ndarray:
     """µs floats -> int64 ns without losing the integer part to float rounding."""
     whole = np.floor(ts_us)
@@ -136,109 +218,16 @@ def _to_ns(ts_us: np.ndarray) -> np.ndarray:
 
 
 def _intern(strings: dict[str, int], uniques) -> np.ndarray:
-    return np.array([strings.setdefault(str(u), len(strings)) for u in uniques], dtype=np.int32)
+    return np.array([strings.setdefault(str(u), len(strings)) for u in uniques] or [0], dtype=np.int32)
 
 
-def _kinds(cat_codes, cats, name_codes, names, rules: RuleSet, args) -> tuple[np.ndarray, np.ndarray]:
-    cat_kind = np.array([int(DEVICE_CATS.get(c, HOST_CATS.get(c, K.OTHER))) for c in cats] or [0], dtype=np.int8)
-    cat_dev = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)
-    kind = cat_kind[cat_codes].copy() if len(cat_codes) else np.empty(0, np.int8)
-    is_device = cat_dev[cat_codes] if len(cat_codes) else np.empty(0, bool)
-    matched = rules.match(names)
-    comm_name = np.array([m is not None for m in matched] or [False], dtype=bool)[name_codes]
-    step_name = np.array([bool(_STEP.match(n)) for n in names] or [False], dtype=bool)[name_codes]
-    host_comm = np.array([bool(HOST_COMM_OP.match(n)) for n in names] or [False], dtype=bool)[name_codes]
-    tk_wait = np.array([n.startswith("tracekit:wait|") for n in names] or [False], dtype=bool)[name_codes]
-    tk_comm = np.array([n.startswith("tracekit:comm|") for n in names] or [False], dtype=bool)[name_codes]
-    has_coll = np.array([a is not None and a.coll_name is not None for a in args], dtype=bool)
-    kernel = kind == K.KERNEL
-    kind[kernel & (comm_name | has_coll)] = K.COMM
-    annot = (kind == K.ANNOTATION) & ~is_device
-    kind[annot & comm_name] = K.COMM  # gloo:* worker-thread spans
-    kind[annot & step_name] = K.STEP
-    kind[annot & tk_wait] = K.SYNC
-    kind[annot & tk_comm] = K.CPU_COMM_OP
-    kind[(kind == K.CPU_OP) & host_comm] = K.CPU_COMM_OP
-    return kind, is_device
-
-
-def _assign_steps(cols, kind, name_uniques, name_codes, is_device) -> np.ndarray:
-    n = len(kind)
-    step = np.full(n, ABSENT, dtype=np.int32)
-    srows = np.flatnonzero(kind == K.STEP)
-    if len(srows) == 0:
-        return step
-    numbers = np.array([int(_STEP.match(name_uniques[c]).group(1)) for c in name_codes[srows]], dtype=np.int32)
-    order = np.argsort(cols["ts_ns"][srows], kind="stable")
-    srows, numbers = srows[order], numbers[order]
-    starts, ends = cols["ts_ns"][srows], cols["ts_ns"][srows] + cols["dur_ns"][srows]
-    ts = cols["ts_ns"]
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    inside = (idx >= 0) & (ts < ends[np.clip(idx, 0, None)])
-    step = np.where(inside, numbers[np.clip(idx, 0, None)], ABSENT).astype(np.int32)
-    step[srows] = numbers
-    # device work belongs to the step of the host call that launched it (launch -> kernel correlation)
-    rt = np.flatnonzero((kind == K.RUNTIME) & (cols["correlation"] >= 0))
-    dev = np.flatnonzero(is_device & (cols["correlation"] >= 0))
-    if len(rt) and len(dev):
-        rc = cols["correlation"][rt]
-        o = np.argsort(rc, kind="stable")
-        rc, rsteps = rc[o], step[rt][o]
-        pos = np.clip(np.searchsorted(rc, cols["correlation"][dev]), 0, len(rc) - 1)
-        hit = rc[pos] == cols["correlation"][dev]
-        step[dev[hit]] = rsteps[pos[hit]]
-    return step
-
-
-def _rank_info(trace: Trace, path: str, table: EventTable, flow_cats: set, kept, warnings) -> RankInfo:
-    di = trace.distributedInfo
-    rank = di.rank if di is not None and di.rank is not None else -1
-    world = di.world_size if di is not None and di.world_size is not None else -1
-    groups = []
-    pg_style = "absent"
-    for pg in (di.pg_config or []) if di is not None else []:
-        pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
-        name = pg.pg_name if pg.pg_name is not None else pg.uid
-        ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
-        groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
-                                   int(pg.pg_size or len(ranks)), pg.backend_config or ""))
-    dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
-    names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)] if dev_mask.any() else []
-    rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
-        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
-    device_type = ("rocm" if rocm else "cuda") if dev_mask.any() else "cpu"
-    ints = [e.ts for e in kept[:1000] if e.ts is not None]
-    generation = {
-        "distributed_info": "absent" if di is None else ("pg_config" if di.pg_config else "basic")
-        + ("+nccl_version" if di is not None and di.nccl_version else ""),
-        "pg_config": pg_style,
-        "msg_fields": _msg_style(kept),
-        "flow_category": "ac2g" if "ac2g" in flow_cats else ("async_cpu_to_gpu" if "async_cpu_to_gpu" in flow_cats
-                                                              else "none"),
-        "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
-        "base_time": "present" if trace.baseTimeNanoseconds else "absent",
-        "platform": device_type,
-    }
-    return RankInfo(rank=rank, world_size=world, backend=(di.backend or "") if di is not None else "",
-                    source=path, process_groups=tuple(groups), device_type=device_type,
-                    device_properties=tuple(trace.deviceProperties or ()),
-                    base_time_ns=int(trace.baseTimeNanoseconds or 0), trace_id=str(trace.trace_id or ""),
-                    nccl_version=(di.nccl_version or "") if di is not None else "",
-                    host_name=str(trace.host_name or ""), generation=generation, warnings=tuple(warnings))
-
-
-def _parse_ranks(text) -> list[int]:
-    if not isinstance(text, str):
-        return []
-    return [int(x) for x in re.findall(r"-?\d+", text)]
-
-
-def _msg_style(kept) -> str:
-    for e in kept:
-        a = e.args
-        if a is not None:
-            if a.in_nelems is not None:
-                return "nelems"
-            if a.in_size is not None:
-                return "size"
-    return "none"
+def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
+                exact: tuple[list, list] | None = None) -> tuple[EventTable, RankInfo]:
+    """The whole-file path: ``exact`` is (ts_ns, dur_ns) per trace event decoded exactly, for ns-resolution
+    epoch timestamps."""
+    events = trace.traceEvents or []
+    if exact is not None and len(exact[0]) != len(events):
+        exact = None
+    builder = TableBuilder(rules)
+    builder.add(events, exact)
+    return builder.finish(trace, path, warnings)

@@ -27,10 +27,11 @@ IntOrStr = Union[int, str]
 
 
 class Args(msgspec.Struct):
-    external_id: Union[IntOrStr, None] = msgspec.field(default=None, name="External id")
-    correlation: Union[IntOrStr, None] = None
+    # -1 (absent) rather than None when missing: the id columns then convert to numpy in one C call
+    external_id: Union[IntOrStr, None] = msgspec.field(default=-1, name="External id")
+    correlation: Union[IntOrStr, None] = -1
     stream: Union[IntOrStr, None] = None
-    device: Union[IntOrStr, None] = None
+    device: Union[IntOrStr, None] = -1
     coll_name: Union[str, None] = msgspec.field(default=None, name="Collective name")
     in_nelems: Union[IntOrStr, None] = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Union[IntOrStr, None] = msgspec.field(default=None, name="Out msg nelems")
@@ -255,3 +256,4 @@ def exact_times_ns(data: bytes) -> tuple[list, list] | None:
     dur = [int((e.dur * 1000).to_integral_value()) if e.dur is not None and e.dur.is_finite() else None
            for e in events]
     return ts, dur
+

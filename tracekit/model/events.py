@@ -81,6 +81,7 @@ class EventTable:
     columns: Mapping[str, np.ndarray]
     strings: tuple[str, ...]
     _index: Mapping[str, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    _memo: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]  # derived columns
 
     def __post_init__(self) -> None:
         n = None
@@ -96,6 +97,7 @@ class EventTable:
                 raise ValueError(f"EventTable: column {name!r} has {len(col)} rows, expected {n}")
         if self._index is None:
             object.__setattr__(self, "_index", {s: i for i, s in enumerate(self.strings)})
+        object.__setattr__(self, "_memo", {})
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -133,7 +135,13 @@ class EventTable:
 
     @property
     def end_ns(self) -> np.ndarray:
-        return self.columns["ts_ns"] + self.columns["dur_ns"]
+        """ts_ns + dur_ns, computed once per table (read-only: columns are never written in place)."""
+        end = self._memo.get("end_ns")
+        if end is None:
+            end = self.columns["ts_ns"] + self.columns["dur_ns"]
+            end.flags.writeable = False
+            self._memo["end_ns"] = end
+        return end
 
     def string_id(self, text: str) -> int:
         """The id of ``text`` in this table, or -1 if it never occurs."""
@@ -149,7 +157,12 @@ class EventTable:
         return lookup[np.where(ids < 0, len(self.strings), ids)]
 
     def mask_kind(self, *kinds: EventKind) -> np.ndarray:
-        return np.isin(self.columns["kind"], np.array([int(k) for k in kinds], dtype=np.int8))
+        kind = self.columns["kind"]
+        if len(kinds) == 1:
+            return kind == np.int8(kinds[0])
+        lut = np.zeros(256, dtype=bool)  # a lookup per row: np.isin would sort the column
+        lut[np.array([int(k) for k in kinds], dtype=np.int64) & 0xFF] = True
+        return lut[kind.view(np.uint8)]
 
     def select(self, mask_or_index: np.ndarray) -> "EventTable":
         """Rows by boolean mask or integer index; strings are shared, not compacted."""

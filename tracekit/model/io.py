@@ -17,8 +17,9 @@ from ..errors import MissingRankError, TraceFormatError
 from .cache import read_cache, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
-from .columnar import build_table
-from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
+from .columnar import TableBuilder, build_table
+from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
+from .stream import EventStream, NotStreamable
 from .events import EventTable
 from .traceset import RankInfo, RunMetadata, TraceSet
 
@@ -43,19 +44,44 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
         if hit is not None:
             check_strings(hit[0], path, options.max_string_bytes)
             return hit
-    data = read_bytes(path, options.max_bytes)
-    trace, warnings = decode(data, path)
-    check_header(trace, path)
-    exact = exact_times_ns(data) if needs_exact_times(trace) else None
-    del data
     try:
-        table, info = build_table(trace, path, options.rules, warnings, exact)
+        try:
+            table, info = _load_streaming(path, options)
+        except NotStreamable:
+            table, info = _load_whole(path, options)
     except OverflowError as exc:  # a number no int64/int32 column can hold: refuse rather than wrap around
         raise TraceFormatError(f"{path}: a number in the trace is out of range ({exc}); the trace is corrupt") from None
     table, info = check_table(table, info, path, options.max_string_bytes)
     if options.cache:
         write_cache(path, options, table, info)
     return table, info
+
+
+def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
+    """Decode and columnarise piece by piece: memory holds the columns, not the file or all its structs."""
+    stream = EventStream(path, options.max_bytes)
+    builder = TableBuilder(options.rules)
+    for events in stream:
+        with gc_paused():
+            if builder.needs_exact(events):
+                raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
+            builder.add(events)
+        del events
+    if stream.header is not None:
+        check_header(stream.header, path)
+    with gc_paused():
+        return builder.finish(stream.header, path, [])
+
+
+def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
+    """The whole file at once: lenient decoding, salvage of truncated traces, exact ns timestamps."""
+    data = read_bytes(path, options.max_bytes)
+    trace, warnings = decode(data, path)
+    check_header(trace, path)
+    exact = exact_times_ns(data) if needs_exact_times(trace) else None
+    del data
+    with gc_paused():
+        return build_table(trace, path, options.rules, warnings, exact)
 
 
 def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:

@@ -38,7 +38,8 @@ def _int(value) -> int:
     return v if -1 <= v < _INT_LIMIT else ABSENT
 
 
-def fill_collectives(cols, strings: dict[str, int], args, names: list[str], name_codes) -> None:
+def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list[str], name_codes) -> None:
+    """``coll_args``: row -> Args for the rows whose args carry collective metadata, in row order."""
     def sid(text: str | None) -> int:
         return ABSENT if not text else strings.setdefault(text, len(strings))
 
@@ -55,9 +56,7 @@ def fill_collectives(cols, strings: dict[str, int], args, names: list[str], name
 
     kind = cols["kind"]
     # 1. collective args on kernels and on record_param_comms (NCCL traces)
-    for i, a in enumerate(args):
-        if a is None or (a.coll_name is None and a.in_nelems is None and a.in_size is None):
-            continue
+    for i, a in coll_args.items():
         put(i, op=normalize_op(a.coll_name), pg_name=_text(a.pg_name if a.pg_name is not None else a.pg_id),
             pg_desc=a.pg_desc, ranks=_text(a.pg_ranks), dtype=a.dtype, in_split=_text(a.in_split),
             out_split=_text(a.out_split), group_size=_int(a.group_size),

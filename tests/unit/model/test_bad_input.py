@@ -101,8 +101,8 @@ def test_cache_roundtrip_and_invalidation(tmp_path, monkeypatch):
     calls = []
     import tracekit.model.io as io
 
-    real = io.read_bytes
-    monkeypatch.setattr(io, "read_bytes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = io._load_streaming  # every load that reads the trace goes through it first
+    monkeypatch.setattr(io, "_load_streaming", lambda *a, **k: calls.append(1) or real(*a, **k))
     second, info2 = load_file(str(src), opts)
     assert calls == []  # served from Parquet
     assert second.strings == first.strings and info2 == info1

@@ -1,0 +1,78 @@
+"""RankInfo of a loaded trace: rank, world, process groups, platform and the trace-format generation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .decode import Trace
+from .events import EventKind as K, EventTable
+from .traceset import ProcessGroup, RankInfo
+
+
+@dataclass
+class Facts:
+    """What ``rank_info`` needs from the events, gathered piece by piece while they stream past."""
+
+    thread_names: dict = field(default_factory=dict)
+    flow_cats: set = field(default_factory=set)
+    first_ts: list = field(default_factory=list)  # ts of the first 1000 kept events
+    msg_style: str | None = None
+
+    def note_kept(self, kept) -> None:
+        if len(self.first_ts) < 1000:
+            self.first_ts += [e.ts for e in kept[:1000 - len(self.first_ts)]]
+        if self.msg_style is None:
+            for e in kept:
+                a = e.args
+                if a is not None:
+                    if a.in_nelems is not None:
+                        self.msg_style = "nelems"
+                        return
+                    if a.in_size is not None:
+                        self.msg_style = "size"
+                        return
+
+
+def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings) -> RankInfo:
+    di = trace.distributedInfo
+    rank = di.rank if di is not None and di.rank is not None else -1
+    world = di.world_size if di is not None and di.world_size is not None else -1
+    groups = []
+    pg_style = "absent"
+    for pg in (di.pg_config or []) if di is not None else []:
+        pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
+        name = pg.pg_name if pg.pg_name is not None else pg.uid
+        ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
+        groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
+                                   int(pg.pg_size or len(ranks)), pg.backend_config or ""))
+    dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
+    names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)] if dev_mask.any() else []
+    rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
+        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
+    device_type = ("rocm" if rocm else "cuda") if dev_mask.any() else "cpu"
+    ints = [t for t in facts.first_ts if t is not None]
+    flow_cats = facts.flow_cats
+    generation = {
+        "distributed_info": "absent" if di is None else ("pg_config" if di.pg_config else "basic")
+        + ("+nccl_version" if di is not None and di.nccl_version else ""),
+        "pg_config": pg_style,
+        "msg_fields": facts.msg_style or "none",
+        "flow_category": "ac2g" if "ac2g" in flow_cats else ("async_cpu_to_gpu" if "async_cpu_to_gpu" in flow_cats
+                                                              else "none"),
+        "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
+        "base_time": "present" if trace.baseTimeNanoseconds else "absent",
+        "platform": device_type,
+    }
+    return RankInfo(rank=rank, world_size=world, backend=(di.backend or "") if di is not None else "",
+                    source=path, process_groups=tuple(groups), device_type=device_type,
+                    device_properties=tuple(trace.deviceProperties or ()),
+                    base_time_ns=int(trace.baseTimeNanoseconds or 0), trace_id=str(trace.trace_id or ""),
+                    nccl_version=(di.nccl_version or "") if di is not None else "",
+                    host_name=str(trace.host_name or ""), generation=generation, warnings=tuple(warnings))
+
+
+def _parse_ranks(text) -> list[int]:
+    if not isinstance(text, str):
+        return []
+    return [int(x) for x in re.findall(r"-?\d+", text)]
