@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
-from .columnar import DEVICE_CATS, HOST_CATS
+from .kinds import DEVICE_CATS, HOST_CATS
 from .events import COLUMNS, EventTable
 from .traceset import RankInfo
 
