@@ -2,7 +2,6 @@
 
 from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
-from .collectors import profile
 from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
 
 __version__ = "0.1.0"
@@ -12,8 +11,17 @@ from .analyzers import Summary, analyze  # noqa: E402 -- after __version__, whic
 __all__ = [
     "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",
     "RankInfo", "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__",
-    "activation_memory", "activation_model", "analyze",
+    "activation_memory", "activation_model", "analyze", "profile",
 ]
+
+
+def __getattr__(name: str):
+    """``tracekit.profile`` imports torch; only when asked for (the CLI's analysis commands never need it)."""
+    if name == "profile":
+        from .collectors.profile import profile
+
+        return profile
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
 
 
 def activation_memory(model, layers=None, **kwargs):

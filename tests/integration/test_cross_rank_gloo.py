@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 
 import pytest
 

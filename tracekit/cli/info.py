@@ -46,7 +46,7 @@ def _print(data: dict) -> None:
         )
     console.print(table)
     for r in data["ranks"]:
-        lines = [f"format: " + ", ".join(f"{a}={b}" for a, b in r["generation"].items())]
+        lines = ["format: " + ", ".join(f"{a}={b}" for a, b in r["generation"].items())]
         if r["collectives"]:
             lines.append("collectives (op@group): " + ", ".join(f"{c} ×{n}" for c, n in sorted(r["collectives"].items())))
         if r["comm_by_library"]:

@@ -17,6 +17,7 @@ from .events import ABSENT, COLUMNS, EventKind as K, EventTable
 from .kinds import assign_steps, classify_kinds
 from .linking import fill_collectives
 from .rankinfo import Facts, rank_info
+from .traceset import RankInfo
 
 _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import decimal
 import gc
-import gzip
 import os
 import zlib
 from contextlib import contextmanager
@@ -108,52 +107,61 @@ def gc_paused():
             gc.enable()
 
 
-def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The file's JSON bytes; ``.gz`` is inflated in chunks and refused past ``max_bytes``."""
+class CorruptGzip(Exception):
+    """zlib gave up part-way; what inflated before it is still good."""
+
+
+def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
+    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused past
+    ``max_bytes``: a gzip bomb never reaches memory. Raises CorruptGzip where the compressed data breaks."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-            fh.seek(0)
-            if head != b"\x1f\x8b":
-                data = fh.read(max_bytes + 1)
-                if len(data) > max_bytes:
-                    raise InputLimitError(f"{path}: larger than {max_bytes} bytes; raise the limit with "
-                                          "--max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
-                return data
-            return _inflate(fh, path, max_bytes)
+        fh = open(path, "rb")
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
+    with fh:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if fh.read(2) == b"\x1f\x8b" else None
+        fh.seek(0)
+        total = 0
+        while raw := fh.read(size):
+            if inflater is None:
+                total += len(raw)
+                _check_size(total, max_bytes, path, "is larger than")
+                yield raw
+                continue
+            try:
+                while raw:
+                    out = inflater.decompress(raw, size)
+                    total += len(out)
+                    _check_size(total, max_bytes, path, "inflates past")
+                    yield out
+                    raw = inflater.unconsumed_tail
+                    if inflater.eof:
+                        raw = inflater.unused_data
+                        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            except zlib.error as exc:
+                raise CorruptGzip(str(exc)) from None
 
 
-def _inflate(fh, path: str, max_bytes: int) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+def _check_size(total: int, max_bytes: int, path: str, verb: str) -> None:
+    if total > max_bytes:
+        raise InputLimitError(f"{path}: {verb} {max_bytes} bytes (a gzip bomb or a huge trace?); raise the limit "
+                              "with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+
+
+def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray:
+    """The whole file's JSON bytes. Corrupt gzip data after a good start keeps what inflated (a truncated
+    trace is salvaged by the decoder); corrupt from the start is an error."""
+    data = bytearray()
     try:
-        while True:
-            raw = fh.read(_CHUNK)
-            if not raw:
-                break
-            while raw:
-                out = inflater.decompress(raw, _CHUNK)
-                total += len(out)
-                if total > max_bytes:
-                    raise InputLimitError(f"{path}: inflates past {max_bytes} bytes (a gzip bomb or a huge trace); "
-                                          "raise the limit with --max-trace-bytes if it is genuine")
-                parts.append(out)
-                raw = inflater.unconsumed_tail
-                if inflater.eof:  # concatenated gzip members
-                    rest = inflater.unused_data
-                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    raw = rest
-    except zlib.error as exc:
-        if not parts:
+        for chunk in raw_chunks(path, max_bytes):
+            data += chunk
+    except CorruptGzip as exc:
+        if not data:
             raise TraceFormatError(f"{path}: corrupt gzip data ({exc}); re-copy or re-export the trace") from None
-        parts.append(b"")  # keep what inflated: a truncated trace is salvaged by the decoder
-    return b"".join(parts)
+    return data
 
 
-def decode(data: bytes, path: str) -> tuple[Trace, list[str]]:
+def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
     """Typed decode, plus warnings. On a schema surprise fall back to a lenient per-event conversion; on
     truncated JSON keep every complete event."""
     if not data.strip():

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import zlib
 
 import msgspec
 
-from ..errors import InputLimitError, TraceFormatError
-from .decode import _CHUNK, DEFAULT_MAX_BYTES, Event, Trace, gc_paused
+from .decode import DEFAULT_MAX_BYTES, CorruptGzip, Event, Trace, gc_paused, raw_chunks
 
 # -- streaming: the events array decoded in pieces of a few MiB, so the whole file and the whole list of
 # structs never sit in memory at once (peak memory ~ the columns, not the JSON). Anything unusual (a type
@@ -24,45 +22,6 @@ class NotStreamable(Exception):
     """The streaming reader cannot take this file; use the whole-file path."""
 
 
-def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
-    """The file's JSON bytes in chunks (``.gz`` inflated), refused past ``max_bytes`` as ``read_bytes`` does."""
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
-    with fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-        fh.seek(0)
-        total = 0
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
-        while True:
-            raw = fh.read(size)
-            if not raw:
-                break
-            if inflater is None:
-                total += len(raw)
-                if total > max_bytes:
-                    raise InputLimitError(f"{path}: larger than {max_bytes} bytes; raise the limit with "
-                                          "--max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
-                yield raw
-                continue
-            try:
-                while raw:
-                    out = inflater.decompress(raw, size)
-                    total += len(out)
-                    if total > max_bytes:
-                        raise InputLimitError(f"{path}: inflates past {max_bytes} bytes (a gzip bomb or a huge "
-                                              "trace); raise the limit with --max-trace-bytes if it is genuine")
-                    yield out
-                    raw = inflater.unconsumed_tail
-                    if inflater.eof:
-                        rest = inflater.unused_data
-                        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                        raw = rest
-            except zlib.error:
-                raise NotStreamable("corrupt gzip") from None
-
-
 class EventStream:
     """Iterate over lists of events; afterwards ``header`` holds the trace's other fields (some, such as
     ``baseTimeNanoseconds``, come after the events in Kineto's files)."""
@@ -73,7 +32,7 @@ class EventStream:
         self.header: Trace | None = None
 
     def __iter__(self):
-        chunks = raw_chunks(self.path, self.max_bytes, max(self.piece, 1 << 16))
+        chunks = self._chunks()
         buf, head = self._head(chunks)
         with gc_paused():
             for chunk in chunks:
@@ -95,6 +54,12 @@ class EventStream:
         self.header = tail
         if events:
             yield events
+
+    def _chunks(self):
+        try:
+            yield from raw_chunks(self.path, self.max_bytes, max(self.piece, 1 << 16))
+        except CorruptGzip:
+            raise NotStreamable("corrupt gzip: the whole-file path keeps what inflated") from None
 
     def _head(self, chunks) -> tuple[bytes, Trace]:
         buf = b""
