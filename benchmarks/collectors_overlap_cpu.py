@@ -1,47 +1,48 @@
-"""Throwaway: overlap ratio |C ∩ K| / |C| per rank from CPU traces (gloo worker spans vs main-thread ops outside
-the comm issue/wait annotations), plain vs overlap variants. Usage: python benchmarks/collectors_overlap_cpu.py tp tp-sp
-Replaced by the overlap analyzer once it lands."""
-import sys, glob, gzip, json
-import numpy as np
+"""Overlap ratio of each reference workload, plain vs overlap variant, on CPU (gloo), measured by the analyzer.
+
+    python benchmarks/collectors_overlap_cpu.py [--hidden 512] [--seq 256] tp tp-sp cp-ring ulysses dp
+
+Prints, per workload and variant, each rank's overlap ratio over the profiled steps and the median step's
+communication time. Timings on 2 shared cores are noisy: run it on an otherwise idle machine and repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import tracekit
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 
-def union(iv):
-    iv = sorted(iv); out = []
-    for a, b in iv:
-        if out and a <= out[-1][1]: out[-1][1] = max(out[-1][1], b)
-        else: out.append([a, b])
-    return out
-def length(iv): return sum(b - a for a, b in iv)
-def inter(x, y):
-    i = j = 0; out = []
-    while i < len(x) and j < len(y):
-        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        if a < b: out.append([a, b])
-        if x[i][1] < y[j][1]: i += 1
-        else: j += 1
-    return out
-def ratio(path):
-    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
-    main = next(e["tid"] for e in ev if e["name"].startswith("ProfilerStep#"))
-    C = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("gloo:") and e["tid"] != main])
-    skip = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith(("tracekit:wait", "tracekit:comm"))])
-    K = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op" and e["tid"] == main])
-    # compute = main-thread ops outside the issue/wait annotations
-    Kc = []
-    for a, b in K:
-        pieces = [[a, b]]
-        for s0, s1 in skip:
-            if s1 <= a or s0 >= b: continue
-            pieces = [p for q in pieces for p in ([[q[0], min(q[1], s0)]] if q[0] < s0 else []) + ([[max(q[0], s1), q[1]]] if s1 < q[1] else [])]
-        Kc += pieces
-    Kc = union(Kc)
-    return length(inter(C, Kc)) / max(length(C), 1), length(C)
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workloads", nargs="+")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    shape = dict(layers=args.layers, seq=args.seq, hidden=args.hidden, heads=8, batch=2, steps=args.steps,
+                 dropout=0.1, chunks=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(WorkloadConfig(workload=w, overlap=o, **shape), Path(tmp) / f"{w}-{o}")
+                for w in args.workloads for o in (False, True)]
+        by_world: dict[int, list] = {}
+        for job in jobs:
+            by_world.setdefault(job[0].validate().world_size, []).append(job)
+        for batch in by_world.values():
+            run_batch(batch)
+        print(f"shape: {shape}")
+        for cfg, out in jobs:
+            summary = tracekit.analyze(tracekit.load(str(out), executor="serial")).to_dict()
+            ratios = " ".join(f"{r['totals']['overlap_ratio']:.2f}" for r in summary["ranks"])
+            comm_ms = summary["ranks"][0]["totals"]["comm_us"] / 1e3 / max(len(summary["ranks"][0]["steps"]), 1)
+            print(f"{cfg.workload:8} {'overlap' if cfg.overlap else 'plain':8} overlap ratio per rank {ratios}"
+                  f"   rank 0 comm {comm_ms:.1f} ms/step")
+
+
 if __name__ == "__main__":
-    shape = dict(layers=1, seq=256, hidden=256, heads=8, batch=2, steps=3, dropout=0.1, chunks=4)
-    cases = sys.argv[1:]
-    jobs = [(WorkloadConfig(workload=w, overlap=o, **shape), f"/tmp/ov/{w}-{o}") for w in cases for o in (False, True)]
-    run_batch(jobs)
-    for cfg, out in jobs:
-        rs = [ratio(p) for p in sorted(glob.glob(out + "/rank*.trace.json.gz"))]
-        print(f"{cfg.workload:8} overlap={cfg.overlap!s:5} ratio per rank " + " ".join(f"{r:.2f}" for r, _ in rs) + f"  comm ms {rs[0][1]/1e3:.1f}")
+    main()

@@ -3,6 +3,7 @@
 from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
 from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
+from .model.io import LoadOptions, load
 
 __version__ = "0.1.0"
 
@@ -11,7 +12,7 @@ from .analyzers import Summary, analyze  # noqa: E402 -- after __version__, whic
 __all__ = [
     "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",
     "RankInfo", "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__",
-    "activation_memory", "activation_model", "analyze", "profile",
+    "LoadOptions", "activation_memory", "activation_model", "analyze", "load", "profile",
 ]
 
 
