@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import click
 
 from ..collectors.workloads.config import DTYPES, WorkloadConfig
@@ -38,11 +42,30 @@ def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap,
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{', overlap' if overlap else ''})")
     result = run_workload(cfg, out_dir)
-    click.echo(f"traces: {len(result.trace_paths)} in {result.out_dir}")
-    for path in result.trace_paths:
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command
+    if rank != 0:
+        click.echo(f"rank {rank}: trace written to {result.out_dir}; rank 0 prints the summary")
+        return
+    paths = _wait_for_traces(Path(result.out_dir), lay.world_size) if "RANK" in os.environ else result.trace_paths
+    click.echo(f"traces: {len(paths)} in {result.out_dir}")
+    for path in paths:
         click.echo(f"  {path}")
     click.echo(f"manifest: {result.manifest_path}")
     click.echo(summary(result, cfg))
+
+
+def _wait_for_traces(out_dir: Path, world: int, timeout_s: float = 300.0) -> list[Path]:
+    """Under torchrun, rank 0 summarises once every rank's trace is in place (each is renamed into place
+    only when complete)."""
+    want = [out_dir / f"rank{r}.trace.json.gz" for r in range(world)]
+    deadline = time.monotonic() + timeout_s
+    while not all(p.exists() for p in want) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    missing = [p.name for p in want if not p.exists()]
+    if missing:
+        click.echo(f"tracekit run: warning: no trace from {', '.join(missing)} after {timeout_s:.0f} s; "
+                   "summarising the ranks that wrote one", err=True)
+    return [p for p in want if p.exists()]
 
 
 def summary(result, cfg) -> str:
