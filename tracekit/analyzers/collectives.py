@@ -124,11 +124,15 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
 def _bandwidth(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """algbw = bytes / transfer time (GB/s = bytes/ns); busbw with the nccl-tests factor. NaN without a
     transfer time (instance not matched across ranks) or without a size."""
-    n = df["group_size"].where(df["group_size"] > 0, df["pg_ranks"].map(lambda s: len(str(s).strip("[]").split(","))
-                                                                        if s else 0))
+    codes, texts = pd.factorize(df["pg_ranks"], use_na_sentinel=False)
+    listed = np.array([len(str(s).strip("[]").split(",")) if s else 0 for s in texts], dtype=np.int64)
+    n = np.where(df["group_size"] > 0, df["group_size"], listed[codes] if len(codes) else 0).astype(np.int64)
     t = df["transfer_ns"].where(df["transfer_ns"] > 0)
     algbw = (df["bytes"].where(df["bytes"] > 0) / t).to_numpy(dtype=np.float64)
-    factor = np.array([bus_factor(o, int(k)) for o, k in zip(df["op"], n)], dtype=np.float64)
+    ops, op_of = pd.factorize(df["op"], use_na_sentinel=False)
+    pairs, inverse = np.unique(np.stack([ops, n]), axis=1, return_inverse=True) if len(n) else (np.zeros((2, 0)), [])
+    per_pair = np.array([bus_factor(op_of[o], int(k)) for o, k in pairs.T], dtype=np.float64)
+    factor = per_pair[np.asarray(inverse, np.int64).reshape(-1)]
     return algbw, algbw * factor
 
 
