@@ -57,7 +57,7 @@ def nccl_bytes(in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
 
 def instances_from_table(table: EventTable, rank: int, k: iv.Intervals) -> Instances:
     m = table.mask_kind(EventKind.COMM)
-    sub = table.select(m)
+    sub = table.select(np.flatnonzero(m))  # row numbers: one scan of the mask, not one per column
     n = len(sub)
     start, end = sub["ts_ns"].astype(np.int64), sub.end_ns.astype(np.int64)
     cols: dict[str, np.ndarray] = {
