@@ -16,9 +16,7 @@ import pandas as pd
 
 from .clocks import ClockOffset, estimate_offsets
 from .instances import Instances
-
-P2P_OPS = ("send", "recv")
-SIZE_FREE_OPS = ("all_to_all",)  # uneven splits: sizes legitimately differ between ranks
+from .matching import match_keys, validate
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -61,62 +59,32 @@ class CrossRank:
                 "mismatches": list(self.mismatches), "matched": self.matched}
 
 
-def _keys(df: pd.DataFrame) -> pd.Series:
-    """The matching key of each instance (None where it cannot be matched)."""
-    pg = df["pg_name"].where(df["pg_name"] != "", df["pg_ranks"])
-    p2p = df["op"].isin(P2P_OPS)
-    src = df["src_rank"].where(df["src_rank"] >= 0, df["rank"].where(df["op"] == "send", -1))
-    dst = df["dst_rank"].where(df["dst_rank"] >= 0, df["rank"].where(df["op"] == "recv", -1))
-    df = df.assign(pg=pg, src=src, dst=dst).sort_values("start_ns", kind="stable")
-    # no process group (old traces), or a fused send_recv without a sequence number (NCCL's SendRecv kernel of
-    # a pipeline stage pairs with an unknown peer): nothing safe to match on. A send_recv that carries its
-    # group's Seq is a group-wide exchange (tracekit's ring step: every rank of the group takes part).
-    matchable = (df["pg"] != "") & (df["op"] != "") & ((df["op"] != "send_recv") | (df["seq"] >= 0))
-    coll = df[~p2p.loc[df.index] & matchable]
-    use_seq = coll.groupby("pg")["seq"].transform(lambda s: bool((s >= 0).all()))
-    order = coll.groupby(["rank", "pg"]).cumcount()
-    idx = np.where(use_seq.astype(bool), coll["seq"], order)
-    keys = pd.Series(None, index=df.index, dtype=object)
-    keys.loc[coll.index] = ["c|%s|%s|%d" % (p, "s" if u else "o", i)
-                            for p, u, i in zip(coll["pg"], use_seq.astype(bool), idx)]
-    pp = df[p2p.loc[df.index] & matchable & (df["src"] >= 0) & (df["dst"] >= 0)]
-    porder = pp.groupby(["rank", "pg", "src", "dst"]).cumcount()
-    keys.loc[pp.index] = ["p|%s|%d|%d|%d" % t for t in zip(pp["pg"], pp["src"], pp["dst"], porder)]
-    return keys.sort_index()
-
-
-def _validate(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
-    """Which keys form a valid match: >= 2 distinct ranks, each once; same op (send+recv for p2p); same size."""
-    keyed = df[df["key"].notna()]
-    if keyed.empty:
-        return pd.Series(dtype=bool), []
-    g = keyed.groupby("key")
-    n = g["rank"].nunique()
-    dup = g["rank"].size() != n
-    ops = g["op"].agg(lambda s: tuple(sorted(s)))
-    op_bad = ops.map(lambda t: len(set(t)) != 1 if t[0] not in P2P_OPS else t != ("recv", "send")).astype(bool)
-    sizes = g["bytes"].agg(lambda s: len(set(v for v in s if v > 0)) > 1).astype(bool)
-    size_bad = sizes & ~ops.map(lambda t: t[0] in SIZE_FREE_OPS).astype(bool)
-    bad = (dup | op_bad | size_bad) & (n >= 2)
+def _match(df: pd.DataFrame) -> tuple[np.ndarray, int, list[str]]:
+    """Each instance's match number (-1 where unpaired), the number of matches, and the mismatch messages.
+    Match numbers follow the text order of the keys."""
+    cols = {k: df[k].to_numpy() for k in df.columns}
+    keys = match_keys(cols)
+    verdict = validate(keys, cols)
+    good = keys.in_text_order(np.flatnonzero(verdict.valid))
+    number = np.full(len(keys), -1, np.int64)
+    number[good] = np.arange(len(good))
+    match = np.where(keys.ids >= 0, number[np.maximum(keys.ids, 0)], -1) if len(keys) else np.full(len(df), -1)
+    bad = np.flatnonzero(verdict.bad)
     msgs = []
-    for key in bad[bad].index[:20]:
-        rows = df[df["key"] == key]
-        what = "rank appears twice" if dup[key] else "op differs" if op_bad[key] else "size differs"
-        detail = ", ".join(f"rank {r}: {o} {b} B" for r, o, b in zip(rows["rank"], rows["op"], rows["bytes"]))
-        msgs.append(f"collective {key.split('|', 1)[1]} not paired ({what}): {detail}")
-    if bad.sum() > 20:
-        msgs.append(f"... and {int(bad.sum()) - 20} more unpaired collectives")
-    return (n >= 2) & ~bad, msgs
+    for key in keys.in_text_order(bad)[:20]:
+        rows = np.flatnonzero(keys.ids == key)
+        detail = ", ".join(f"rank {r}: {o} {b} B" for r, o, b in
+                           zip(cols["rank"][rows], cols["op"][rows], cols["bytes"][rows]))
+        msgs.append(f"collective {keys.text(int(key)).split('|', 1)[1]} not paired ({verdict.what[key]}): {detail}")
+    if len(bad) > 20:
+        msgs.append(f"... and {len(bad) - 20} more unpaired collectives")
+    return match.astype(np.int64), len(good), msgs
 
 
 def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> CrossRank:
     """Match, align clocks, and compute wait/transfer, stragglers and bandwidth for every instance."""
     df = pd.DataFrame({k: v for k, v in inst.columns.items()})
-    df["key"] = _keys(df) if len(df) else pd.Series(dtype=object)
-    valid, mismatches = _validate(df) if len(df) else (pd.Series(dtype=bool), [])
-    good = valid[valid].index
-    codes = pd.Series(np.arange(len(good)), index=good)
-    df["match"] = df["key"].map(codes).fillna(-1).astype(np.int64)
+    df["match"], matched, mismatches = _match(df) if len(df) else (np.zeros(0, np.int64), 0, [])
     offsets, clock_warnings = estimate_offsets(df, ranks) if align_clocks and len(df) else ({}, [])
     mismatches += clock_warnings
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
@@ -150,17 +118,21 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
         cols[k] = df[k].to_numpy(dtype=np.float64)
     cols["match_id"] = df["match"].to_numpy()
     return CrossRank(Instances(cols), tuple(offsets[r] for r in sorted(offsets)), stragglers, wait_by_rank,
-                     tuple(mismatches), int(len(good)))
+                     tuple(mismatches), matched)
 
 
 def _bandwidth(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """algbw = bytes / transfer time (GB/s = bytes/ns); busbw with the nccl-tests factor. NaN without a
     transfer time (instance not matched across ranks) or without a size."""
-    n = df["group_size"].where(df["group_size"] > 0, df["pg_ranks"].map(lambda s: len(str(s).strip("[]").split(","))
-                                                                        if s else 0))
+    codes, texts = pd.factorize(df["pg_ranks"], use_na_sentinel=False)
+    listed = np.array([len(str(s).strip("[]").split(",")) if s else 0 for s in texts], dtype=np.int64)
+    n = np.where(df["group_size"] > 0, df["group_size"], listed[codes] if len(codes) else 0).astype(np.int64)
     t = df["transfer_ns"].where(df["transfer_ns"] > 0)
     algbw = (df["bytes"].where(df["bytes"] > 0) / t).to_numpy(dtype=np.float64)
-    factor = np.array([bus_factor(o, int(k)) for o, k in zip(df["op"], n)], dtype=np.float64)
+    ops, op_of = pd.factorize(df["op"], use_na_sentinel=False)
+    pairs, inverse = np.unique(np.stack([ops, n]), axis=1, return_inverse=True) if len(n) else (np.zeros((2, 0)), [])
+    per_pair = np.array([bus_factor(op_of[o], int(k)) for o, k in pairs.T], dtype=np.float64)
+    factor = per_pair[np.asarray(inverse, np.int64).reshape(-1)]
     return algbw, algbw * factor
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 import numpy as np
+import pandas as pd
 
 from ..model.events import EventKind, EventTable
 from . import intervals as iv
@@ -57,7 +58,7 @@ def nccl_bytes(in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
 
 def instances_from_table(table: EventTable, rank: int, k: iv.Intervals) -> Instances:
     m = table.mask_kind(EventKind.COMM)
-    sub = table.select(m)
+    sub = table.select(np.flatnonzero(m))  # row numbers: one scan of the mask, not one per column
     n = len(sub)
     start, end = sub["ts_ns"].astype(np.int64), sub.end_ns.astype(np.int64)
     cols: dict[str, np.ndarray] = {
@@ -95,17 +96,16 @@ class UnrecognisedKernel:
 def unrecognised_kernels(table: EventTable, top: int = 10, comm_share: float = 0.5) -> list[UnrecognisedKernel]:
     """Compute kernels on streams where communication is at least ``comm_share`` of the kernels: on such a
     stream a kernel nobody recognised is likely communication for which a rule is missing."""
-    kern = table.mask_kind(EventKind.KERNEL)
-    comm = table.mask_kind(EventKind.COMM)
+    kern = np.flatnonzero(table.mask_kind(EventKind.KERNEL))
+    comm = np.flatnonzero(table.mask_kind(EventKind.COMM))
     stream = table["stream"]
-    if not comm.any() or not kern.any():
+    if not len(comm) or not len(kern):
         return []
-    streams = np.unique(stream[comm | kern])
-    n_comm = iv.sum_by_key(stream[comm], np.ones(int(comm.sum()), np.int64), streams)
-    n_kern = iv.sum_by_key(stream[kern], np.ones(int(kern.sum()), np.int64), streams)
-    comm_streams = streams[n_comm >= comm_share * (n_comm + n_kern)]
-    hit = kern & np.isin(stream, comm_streams)
-    if not hit.any():
+    codes, _ = pd.factorize(np.concatenate([stream[comm], stream[kern]]), sort=True)
+    n_comm = np.bincount(codes[:len(comm)], minlength=int(codes.max()) + 1)
+    n_kern = np.bincount(codes[len(comm):], minlength=int(codes.max()) + 1)
+    hit = kern[(n_comm >= comm_share * (n_comm + n_kern))[codes[len(comm):]]]  # kernels on such streams
+    if not len(hit):
         return []
     names, inv = np.unique(table["name_id"][hit], return_inverse=True)
     counts = np.bincount(inv)

@@ -8,6 +8,7 @@ O(n log n) (one sort) and vectorised: no Python loop over intervals.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 Intervals = tuple[np.ndarray, np.ndarray]
 
@@ -128,7 +129,7 @@ def _lay_out(keys, starts, ends):
     Returns (shifted starts, shifted ends, unlay) or None when the axis would overflow int64."""
     k = np.asarray(keys, dtype=_I64).ravel()
     s, e = _arrays(starts, ends)
-    uniq, inv = np.unique(k, return_inverse=True)
+    inv, uniq = pd.factorize(k, sort=True)  # hashing, then a sort of the distinct keys only
     base = min(int(s.min()), int(e.min()))
     span = max(int(e.max()), int(s.max())) - base + 1
     if span * (len(uniq) + 1) >= 2**62:

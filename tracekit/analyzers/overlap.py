@@ -98,7 +98,8 @@ def compute_union(table: EventTable, device_type: str) -> iv.Intervals:
     is not compute while its thread waits, but another thread's op running meanwhile is."""
     m = compute_mask(table, device_type)
     if device_type != "cpu":
-        return iv.union(table["ts_ns"][m], table.end_ns[m])
+        rows = np.flatnonzero(m)
+        return iv.union(table["ts_ns"][rows], table.end_ns[rows])
     blocked = table.mask_kind(EventKind.SYNC, EventKind.CPU_COMM_OP) & (table["device"] < 0)
     stream = table["stream"]
     parts = []
@@ -110,8 +111,8 @@ def compute_union(table: EventTable, device_type: str) -> iv.Intervals:
 
 
 def _kind_union(table: EventTable, *kinds: EventKind) -> iv.Intervals:
-    m = table.mask_kind(*kinds)
-    return iv.union(table["ts_ns"][m], table.end_ns[m])
+    rows = np.flatnonzero(table.mask_kind(*kinds))
+    return iv.union(table["ts_ns"][rows], table.end_ns[rows])
 
 
 def _windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -131,7 +132,8 @@ def _windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 def _per_step(table, mask, step, ids, minus: iv.Intervals | None = None, against: iv.Intervals | None = None):
     """Per step: |union of the step's events| (minus ``minus``) and, if given, its overlap with ``against``."""
-    g, s, e = iv.union_by_group(step[mask], table["ts_ns"][mask], table.end_ns[mask])
+    rows = np.flatnonzero(mask)
+    g, s, e = iv.union_by_group(step[rows], table["ts_ns"][rows], table.end_ns[rows])
     lengths = e - s
     if minus is not None:
         lengths = lengths - iv.overlap_each(minus, s, e)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
+import pandas as pd
 
 from ..errors import EmptyWindowError
 from ..model.traceset import TraceSet
@@ -54,15 +55,25 @@ class CommAnalyzer:
         dims = dimension_map(traces, options.dim_map)
         ranks = tuple(rank_overlap(table, traces.info(r)) for r, table in traces)
         inst = Instances.concat([r.instances for r in ranks])
-        names = np.array([dims.dimension(n, d, _ranks(rk)) for n, d, rk in
-                          zip(inst["pg_name"], inst["pg_desc"], inst["pg_ranks"])], dtype=object)
-        inst = inst.with_columns(dimension=names)
+        inst = inst.with_columns(dimension=_dimensions(dims, inst))
         multi = len(traces) > 1
         cross = cross_rank(inst, traces.ranks, options.align_clocks if multi else False)
         unrec = _merge_unrecognised([unrecognised_kernels(t, options.top_unrecognised) for _, t in traces],
                                     options.top_unrecognised)
         warnings = tuple(w for r in ranks for w in r.warnings) + cross.mismatches
         return CommResult(ranks, cross, unrec, multi, warnings)
+
+
+def _dimensions(dims, inst: Instances) -> np.ndarray:
+    """Each instance's dimension, resolved once per distinct (pg_name, pg_desc, pg_ranks)."""
+    cols = ("pg_name", "pg_desc", "pg_ranks")
+    if len(inst) == 0:
+        return np.empty(0, object)
+    codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols], axis=1)
+    _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), _ranks(inst["pg_ranks"][i])) for i in first],
+                     dtype=object)
+    return names[inverse.reshape(-1)]
 
 
 def _ranks(text: str) -> tuple[int, ...]:
