@@ -139,57 +139,45 @@ def _reduce_out(y, mode, group, world, async_op):
     return y, comm.all_reduce(y, group, async_op=async_op)
 
 
-class StartAllToAll(torch.autograd.Function):
-    """Launch an equal-split all-to-all along dim 0 (``x`` is [world, ...]); ``handle`` receives the Work.
-    The caller waits on ``handle[0]`` before reading the output. Backward: the same all-to-all (synchronous)."""
+class StartExchange(torch.autograd.Function):
+    """Launch an exchange and return its output; ``handle`` receives the Work, which the caller waits on
+    before reading the output. ``kind``: "all_to_all" (equal split along dim 0, ``x`` is [world, ...];
+    backward: the same all-to-all) or "ring" (receive from the previous rank, send to the next; backward
+    shifts the gradient the other way). Backward runs synchronously."""
 
     @staticmethod
-    def forward(ctx, x, group, handle):
-        ctx.group = group
+    def forward(ctx, x, group, handle, kind):
+        ctx.group, ctx.kind = group, kind
         x = x.contiguous()
         out = torch.empty_like(x)
-        handle.append(comm.all_to_all(out, x, group, async_op=True))
+        handle.append(_exchange(kind, out, x, group, async_op=True))
         return out
 
     @staticmethod
     def backward(ctx, g):
         g = g.contiguous()
         out = torch.empty_like(g)
-        comm.all_to_all(out, g, ctx.group)
-        return out, None, None
+        _exchange(ctx.kind, out, g, ctx.group, reverse=True)
+        return out, None, None, None
 
 
-class StartRingShift(torch.autograd.Function):
-    """Launch a ring shift (receive from the previous rank, send to the next); backward shifts the gradient
-    the other way."""
+def _exchange(kind: str, out, x, group, *, async_op: bool = False, reverse: bool = False):
+    if kind == "all_to_all":
+        return comm.all_to_all(out, x, group, async_op=async_op)
+    return comm.ring_shift(out, x, group, async_op=async_op, reverse=reverse)
 
-    @staticmethod
-    def forward(ctx, x, group, handle):
-        ctx.group = group
-        x = x.contiguous()
-        out = torch.empty_like(x)
-        handle.append(comm.ring_shift(out, x, group, async_op=True))
-        return out
 
-    @staticmethod
-    def backward(ctx, g):
-        g = g.contiguous()
-        out = torch.empty_like(g)
-        comm.ring_shift(out, g, ctx.group, reverse=True)
-        return out, None, None
+def _start(kind: str, x, group, wait: bool):
+    handle: list = []
+    out = StartExchange.apply(x, group, handle, kind)
+    if wait:
+        handle[0].wait()
+    return out, handle[0]
 
 
 def all_to_all(x, group, wait: bool = True):
-    handle: list = []
-    out = StartAllToAll.apply(x, group, handle)
-    if wait:
-        handle[0].wait()
-    return out, handle[0]
+    return _start("all_to_all", x, group, wait)
 
 
 def ring_shift(x, group, wait: bool = True):
-    handle: list = []
-    out = StartRingShift.apply(x, group, handle)
-    if wait:
-        handle[0].wait()
-    return out, handle[0]
+    return _start("ring", x, group, wait)
