@@ -80,7 +80,7 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "offsets": view.table(summary, "clock_offsets", ("rank", "offset_us", "spread_us", "matched")),
         "unrecognised": view.table(summary, "unrecognised_kernels", ("name", "count", "total_us", "streams")),
         "memory": _memory_rows(summary),
-        "warnings": list(summary.get("warnings") or []), "notes": notes, "verdict": verdict, "data": data,
+        "warnings": list(summary.get("warnings") or []), "notes": notes, "verdict": view.verdict(verdict), "data": data,
         "data_json": json_for_script(data), "plotly_js": plotly_js(), "report_js": _asset("report.js"),
         "report_css": _asset("report.css"), "max_events": max_events,
     }

@@ -176,3 +176,46 @@ def rank_totals(summary: Mapping) -> list[dict]:
     ranks = summary.get("ranks", [])
     return [{"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in STEP_KEYS]}
             for i, r in enumerate(ranks)]
+
+
+def verdict(v: Mapping | None) -> dict | None:
+    """The CI verdict's rows, from `tracekit check --json` (tracekit.gate/1: each check's ``current`` and
+    ``baseline`` are step statistics, budgets have ``op`` and ``limit``) or the plain documented form
+    ({passed, baseline, checks: [{name, value, baseline, budget, passed, message}]})."""
+    if not v:
+        return None
+    rows = []
+    for c in v.get("checks") or []:
+        metric = str(c.get("metric") or c.get("name") or "")
+        fmt = _metric_formatter(metric)
+        value = c.get("value", _median(c.get("current")))
+        base = c.get("baseline")
+        base = _median(base) if isinstance(base, Mapping) else base
+        budget = c.get("budget")
+        if budget is None and c.get("limit") is not None:
+            budget = f"{c.get('op', '')} {fmt(c['limit'])}"
+        rows.append({"name": c.get("name", metric), "value": fmt(value) if _is_num(value) else value,
+                     "baseline": fmt(base) if _is_num(base) else base, "budget": budget or "",
+                     "passed": bool(c.get("passed")), "message": c.get("message", "")})
+    return {"passed": bool(v.get("passed")), "baseline": v.get("baseline") or "", "checks": rows}
+
+
+def _median(stat) -> float | None:
+    return stat.get("median") if isinstance(stat, Mapping) else stat
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _metric_formatter(metric: str):
+    name = metric.rsplit(":", 1)[-1]
+    if name.endswith("_us"):
+        return fmt_us
+    if "ratio" in name or "share" in name:
+        return fmt_ratio
+    if name == "bytes":
+        return fmt_bytes
+    if name.endswith("gbps"):
+        return fmt_gbps
+    return lambda x: f"{x:.4g}"
