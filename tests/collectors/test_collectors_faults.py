@@ -15,7 +15,8 @@ import torch
 import torch.multiprocessing as mp
 
 import tracekit
-from tracekit.collectors.workloads.runner import _free_port, spawn_ranks
+from tests.helpers.net import free_port
+from tracekit.collectors.workloads.runner import spawn_ranks
 from tracekit.errors import TracekitError
 from tracekit.model.io import LoadOptions, load
 
@@ -107,7 +108,7 @@ def test_file_size_limit_mid_export(tmp_path):
 
 
 def test_a_rank_dying_mid_run_does_not_hang_its_peer(tmp_path):
-    port = _free_port()
+    port = free_port()
     queue = mp.get_context("spawn").SimpleQueue()
     procs = mp.start_processes(fault_ranks.dies_mid_run, args=(2, port, str(tmp_path), queue, 3), nprocs=2,
                                start_method="spawn", join=False)

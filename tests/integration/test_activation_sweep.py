@@ -3,13 +3,13 @@
 Also one real 2-process gloo run: a rank's saved bytes equal the single-process rank-local simulation.
 """
 
-import socket
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 from tests.helpers.sweep import measure_layer, split_replicated, sweep
+from tests.helpers.net import free_port
 
 S, B, H, A = 64, 2, 64, 4
 SBH = S * B * H
@@ -26,11 +26,6 @@ def test_sweep_replicated_term():
     rep_sp, shard_sp = split_replicated(sp[0], sp[1])
     assert rep_sp == 0 and shard_sp // 4 == sp[2] and shard_sp == tp[0]
 
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _worker(rank, world, port, sp, out):
@@ -55,5 +50,5 @@ def _worker(rank, world, port, sp, out):
 def test_real_gloo_ranks_match_the_rank_local_simulation(sp):
     ctx = mp.get_context("spawn")
     out = ctx.Manager().dict()
-    mp.start_processes(_worker, args=(2, _free_port(), sp, out), nprocs=2, start_method="spawn")
+    mp.start_processes(_worker, args=(2, free_port(), sp, out), nprocs=2, start_method="spawn")
     assert dict(out) == {0: measure_layer(S, B, H, A, 2, sp), 1: measure_layer(S, B, H, A, 2, sp)}

@@ -7,24 +7,19 @@ tracekit.model.annotations); in step LATE_STEP rank 1 computes DELAY_S longer be
 import gzip
 import json
 import os
-import socket
 import time
 
 import pytest
 
 from tracekit.analyzers import analyze
 from tracekit.model.io import LoadOptions, load
+from tests.helpers.net import free_port
 
 DELAY_S = 0.05
 LATE_STEP = 2
 STEPS = 4
 PROBES = 4
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _busy(seconds: float) -> None:
@@ -85,7 +80,7 @@ def run_dir(tmp_path_factory):
     import torch.multiprocessing as mp
 
     out = tmp_path_factory.mktemp("gloo-late-rank")
-    mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=2, start_method="spawn")
+    mp.start_processes(_worker, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
     return out
 
 

@@ -1,7 +1,6 @@
 """A real 2-process gloo run recorded with torch.profiler loads; its gloo spans are communication."""
 
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -12,14 +11,10 @@ import torch.multiprocessing as mp
 from tracekit.model.annotations import CommAnnotation
 from tracekit.model.events import EventKind as K
 from tracekit.model.io import load
+from tests.helpers.net import free_port
 
 pytestmark = pytest.mark.slow
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank, port, out):
@@ -48,7 +43,7 @@ def _worker(rank, port, out):
 @pytest.fixture(scope="module")
 def gloo_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("gloo"))
-    mp.spawn(_worker, args=(_free_port(), out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(free_port(), out), nprocs=2, join=True)
     return out
 
 

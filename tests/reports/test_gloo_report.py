@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_cross_rank_gloo import _free_port, _worker  # noqa: E402 -- the worker of the cross-rank tests
+from test_cross_rank_gloo import _worker  # noqa: E402 -- the worker of the cross-rank tests
+from tests.helpers.net import free_port  # noqa: E402
 
 from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: E402,F401
 
@@ -22,7 +23,7 @@ def gloo_run(tmp_path_factory):
     from tracekit.cli._analysis import analysis_from_traces
 
     out = tmp_path_factory.mktemp("gloo-report")
-    mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=2, start_method="spawn")
+    mp.start_processes(_worker, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
     return analysis_from_traces([str(out)], no_cache=True, executor="serial")
 
 

@@ -109,12 +109,6 @@ class ActivationModel:
         object.__setattr__(self, "paper_bytes", paper)
         object.__setattr__(self, "total_bytes", paper + self.layernorm_stats_bytes)
 
-    def by_block(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for term in self.terms:
-            out[term.block] = out.get(term.block, 0) + term.bytes
-        return out
-
     def to_dict(self) -> dict:
         return {"name": self.name, "formula": self.formula, "config": self.config.to_dict(),
                 "paper_bytes": self.paper_bytes, "layernorm_stats_bytes": self.layernorm_stats_bytes,

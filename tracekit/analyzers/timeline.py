@@ -35,9 +35,6 @@ class RankTimeline:
     hidden: iv.Intervals
     exposed: iv.Intervals
 
-    def lengths_ns(self) -> dict[str, int]:
-        return {c: iv.length(getattr(self, c)) for c in CATEGORIES}
-
     def intervals_us(self) -> list[list]:
         """[[start_us, end_us, category], ...] in the trace's time base, sorted by start."""
         return pieces_us([(c, getattr(self, c)) for c in CATEGORIES], self.base_ns)

@@ -30,11 +30,6 @@ def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: b
     return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks)
 
 
-def summary_from_traces(paths: Sequence[str], **kw) -> dict:
-    """The ``tracekit.summary/1`` dict of the traces in ``paths``."""
-    return analysis_from_traces(paths, **kw).to_dict()
-
-
 def read_json(path: str, what: str) -> dict:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import SummaryFormatError, TracekitError
+from ..errors import SummaryFormatError
 from .summary import Summary
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
@@ -27,15 +27,10 @@ def _read_json(path: Path) -> Any:
 
 def summary_from_traces(path: Path) -> Mapping[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer."""
-    try:
-        from ..model.io import load
-        from .. import analyze  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise TracekitError(f"{path}: analysing traces needs tracekit.model.io and tracekit.analyze, which this "
-                            f"build lacks ({exc}); pass a summary JSON from `tracekit analyze --format json`") from None
-    traces = load([path]) if path.is_file() else load(path)
-    result = analyze(traces)
-    return result if isinstance(result, Mapping) else result.to_dict()
+    from ..analyzers import analyze
+    from ..model.io import load
+
+    return analyze(load(str(path))).to_dict()
 
 
 def load_summary(path: str | Path) -> Summary:

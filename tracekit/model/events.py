@@ -192,19 +192,3 @@ class EventTable:
 def _default(column: str) -> int:
     return 0 if column in ("ts_ns", "dur_ns", "kind") else ABSENT
 
-
-def concat_strings(tables: Iterable[EventTable]) -> EventTable:
-    """Concatenate tables, re-interning their strings into one table (rows keep their order)."""
-    tables = list(tables)
-    if not tables:
-        return EventTable.empty()
-    strings: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
-    for t in tables:
-        remap = np.array([strings.setdefault(s, len(strings)) for s in t.strings] + [ABSENT], dtype=np.int32)
-        for k in COLUMNS:
-            col = t.columns[k]
-            if k in STRING_COLUMNS:
-                col = remap[np.where(col < 0, len(t.strings), col)]
-            parts[k].append(col)
-    return EventTable({k: np.concatenate(v).astype(COLUMNS[k], copy=False) for k, v in parts.items()}, tuple(strings))
