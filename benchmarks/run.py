@@ -44,7 +44,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "ratio": float(df.iloc[:, 
 """,
     "tracekit_load": """
 import sys, time, json
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 import pyarrow.parquet, pandas  # imports are not load time (on either side)
 t = time.perf_counter()
 ts = load(sys.argv[1], options=LoadOptions(cache=False), executor="serial", progress=False)
@@ -52,13 +52,13 @@ print(json.dumps({"seconds": time.perf_counter() - t, "events": sum(len(t) for _
 """,
     "tracekit_cache_write": """
 import sys, time, json
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
 print(json.dumps({"seconds": 0.0}))
 """,
     "tracekit_cached": """
 import sys, time, json
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 import pyarrow.parquet, pandas  # imports are not load time (on either side)
 t = time.perf_counter()
 ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
@@ -67,7 +67,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "events": sum(len(t) for _
     "tracekit_analyze": """
 import sys, time, json
 import tracekit
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
 t = time.perf_counter()
 s = tracekit.analyze(ts)

@@ -3,11 +3,9 @@
 from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
 from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
-from .model.io import LoadOptions, load
-
-__version__ = "0.1.0"
-
-from .analyzers import Summary, analyze  # noqa: E402 -- after __version__, which the summary reads
+from .loader import LoadOptions, load
+from ._version import __version__
+from .analyzers import Summary, analyze
 
 __all__ = [
     "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",

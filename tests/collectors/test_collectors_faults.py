@@ -18,7 +18,7 @@ import tracekit
 from tests.helpers.net import free_port
 from tracekit.collectors.workloads.runner import spawn_ranks
 from tracekit.errors import TracekitError
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 
 import fault_ranks
 

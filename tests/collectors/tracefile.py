@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from tracekit.model.annotations import parse
+from tracekit.formats.comm_annotation import parse
 
 
 def read(path):

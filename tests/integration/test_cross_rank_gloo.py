@@ -1,7 +1,7 @@
 """Real two-process gloo runs: a late rank is found, its peer's wait measures the delay, a clock shift is undone.
 
 Each rank profiles ProfilerSteps around an annotated all_reduce (tracekit's own record_function format, see
-tracekit.model.annotations); in step LATE_STEP rank 1 computes DELAY_S longer before issuing it.
+tracekit.formats.comm_annotation); in step LATE_STEP rank 1 computes DELAY_S longer before issuing it.
 """
 
 import gzip
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tracekit.analyzers import analyze
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 from tests.helpers.net import free_port
 
 DELAY_S = 0.05
@@ -36,7 +36,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    from tracekit.model.annotations import CommAnnotation
+    from tracekit.formats.comm_annotation import CommAnnotation
 
     torch.set_num_threads(1)  # two processes on two cores: no oversubscription
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import gpu_trace
 from tracekit.model.events import COLUMNS
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 
 distributed = pytest.importorskip("distributed")
 

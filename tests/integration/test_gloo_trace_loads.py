@@ -8,9 +8,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tracekit.model.annotations import CommAnnotation
+from tracekit.formats.comm_annotation import CommAnnotation
 from tracekit.model.events import EventKind as K
-from tracekit.model.io import load
+from tracekit.loader.io import load
 from tests.helpers.net import free_port
 
 pytestmark = pytest.mark.slow

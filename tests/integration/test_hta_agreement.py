@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.analyzers import analyze
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
 WITH_COMM = ["allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0",

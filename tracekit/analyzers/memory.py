@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..collectors.activation_result import ActivationMemoryResult
+from ..model.activation import ActivationMemoryResult
 from .memory_model import ActivationModel, MemoryConfig, activation_model
 
 # The deltas between what torch saves and the paper's count, for the notes of every report.

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Mapping
 
-from ..collectors.activation_result import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
+from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
 from ..errors import TracekitError
 from ..model.traceset import TraceSet
 from .memory import ActivationComparison, compare_activation_memory

@@ -23,7 +23,7 @@ def _us(x) -> float | None:
 
 
 def build_summary(traces: TraceSet, comm) -> dict:
-    from .. import __version__
+    from .._version import __version__
 
     infos = [traces.info(r) for r in traces.ranks]
     md = traces.metadata

@@ -21,10 +21,10 @@ def analysis_options(f):
 
 
 def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None, **load_kw):
-    """``tracekit.model.io.load`` then ``tracekit.analyze``: the Summary object (``to_dict()``, ``timeline()``,
+    """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Summary object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
-    from ..model.io import load
+    from ..loader.io import load
 
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
     return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..model.classify import RuleSet, load_rules_toml
-from ..model.io import LoadOptions
+from ..loader.classify import RuleSet, load_rules_toml
+from ..loader.io import LoadOptions
 
 
 def load_options(f):

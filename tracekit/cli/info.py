@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..model.io import load
-from ..model.summary_info import describe
+from ..loader.io import load
+from ..analyzers.inventory import describe
 from ..reports.safe_text import printable
 from .common import build_load_options, load_options
 

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 import torch
 
 from ..errors import ConfigError
-from .activation_result import (STEP_MARKER, ActivationMemoryResult, SavedTensorRecord, StepActivation,
+from ..model.activation import (STEP_MARKER, ActivationMemoryResult, SavedTensorRecord, StepActivation,
                                 peak_from_profiler, summarize_step)
 from .saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
 

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import record_function
 
-from ..model.annotations import CommAnnotation
+from ..formats.comm_annotation import CommAnnotation
 
 _lock = threading.Lock()
 _seq: dict[str, int] = {}

@@ -37,7 +37,7 @@ def versions() -> dict:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
     except Exception:  # noqa: BLE001 - no NCCL in this build
         nccl = ""
-    from .. import __version__
+    from .._version import __version__
     return {"torch": torch.__version__, "nccl": nccl, "tracekit": __version__, "python": platform.python_version()}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .activation import ActivationMemoryRecorder, _on_cuda
-from .activation_result import peak_from_memory_events
+from ..model.activation import peak_from_memory_events
 
 log = logging.getLogger("tracekit.profile")
 PROFILER_STEP = "ProfilerStep#"

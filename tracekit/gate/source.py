@@ -1,5 +1,5 @@
 """Where a summary comes from: a `tracekit.summary/1` JSON file, or traces (a directory of per-rank Kineto
-traces, or one trace file) that are loaded with ``tracekit.model.io.load`` and analysed with
+traces, or one trace file) that are loaded with ``tracekit.loader.io.load`` and analysed with
 ``tracekit.analyze``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _read_json(path: Path) -> Any:
 def summary_from_traces(path: Path) -> Mapping[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer."""
     from ..analyzers import analyze
-    from ..model.io import load
+    from ..loader.io import load
 
     return analyze(load(str(path))).to_dict()
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import gpu_trace
 from tracekit.analyzers import analyze
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import clock_note
 

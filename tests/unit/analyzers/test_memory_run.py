@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tracekit.cli import cli
-from tracekit.collectors.activation_result import ActivationMemoryResult, LayerActivation, StepActivation
+from tracekit.model.activation import ActivationMemoryResult, LayerActivation, StepActivation
 
 TRACE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz"
 S, B, H, A, T = 64, 2, 64, 8, 2

@@ -11,7 +11,7 @@ from tracekit.analyzers.memory import compare_activation_memory
 from tracekit.analyzers.memory_bom import bill_of_materials
 from tracekit.analyzers.memory_model import MemoryConfig, activation_model
 from tracekit.collectors.activation import activation_memory
-from tracekit.collectors.activation_result import peak_from_memory_events
+from tracekit.model.activation import peak_from_memory_events
 
 SHAPES = [(32, 2, 64, 4), (48, 3, 96, 8)]
 LAYOUTS = [(1, False), (2, False), (2, True)]

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.model.classify import HOST_COMM_OP, RuleSet
-from tracekit.model.decode import Trace
+from tracekit.loader.classify import HOST_COMM_OP, RuleSet
+from tracekit.loader.decode import Trace
 from tracekit.model.events import ABSENT, COLUMNS, EventKind as K, EventTable
 
 from tracekit.model.traceset import ProcessGroup, RankInfo
@@ -242,7 +242,7 @@ def _msg_style(kept) -> str:
 
 # ---- linking: the real module (its fixes apply to both sides), fed the way the old loader fed it ----
 def fill_collectives(cols, strings, args, names, name_codes):
-    from tracekit.model.linking import fill_collectives as real
+    from tracekit.loader.linking import fill_collectives as real
 
     coll = {i: a for i, a in enumerate(args)
             if a is not None and (a.coll_name is not None or a.in_nelems is not None or a.in_size is not None)}
@@ -251,7 +251,7 @@ def fill_collectives(cols, strings, args, names, name_codes):
 
 def reference_load(path: str, rules=None):
     """(EventTable, RankInfo) of one trace file the pre-optimisation way (no cache)."""
-    from tracekit.model.decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
+    from tracekit.loader.decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, needs_exact_times, read_bytes
 
     data = read_bytes(path, DEFAULT_MAX_BYTES)
     trace, warnings = decode(data, path)

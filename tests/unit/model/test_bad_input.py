@@ -11,7 +11,7 @@ from tests.conftest import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, TraceFormatError
 from tracekit.model.events import EventKind as K
-from tracekit.model.io import LoadOptions, load_file
+from tracekit.loader.io import LoadOptions, load_file
 
 
 def _load(path, **kw):
@@ -99,7 +99,7 @@ def test_cache_roundtrip_and_invalidation(tmp_path, monkeypatch):
     first, info1 = load_file(str(src), opts)
     assert len(os.listdir(tmp_path / "c")) == 1
     calls = []
-    import tracekit.model.io as io
+    import tracekit.loader.io as io
 
     real = io._load_streaming  # every load that reads the trace goes through it first
     monkeypatch.setattr(io, "_load_streaming", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -20,7 +20,7 @@ from tests.conftest import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.errors import TracekitError
 from tracekit.model.events import COLUMNS, EventKind
-from tracekit.model.io import LoadOptions, load
+from tracekit.loader.io import LoadOptions, load
 
 EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 60))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

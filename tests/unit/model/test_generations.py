@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tracekit.model.events import EventKind as K
-from tracekit.model.io import LoadOptions, load_file
+from tracekit.loader.io import LoadOptions, load_file
 
 
 def write(tmp_path, doc, name="t.json", gz=False):
@@ -101,7 +101,7 @@ def test_rule_table_classifies_comm_libraries(tmp_path, name, kind):
 
 
 def test_user_pattern_extends_rules(tmp_path):
-    from tracekit.model.classify import RuleSet
+    from tracekit.loader.classify import RuleSet
 
     path = write(tmp_path, trace([STEP, LAUNCH, kernel("my_custom_allgather_kernel", 150, 10)]))
     table, _ = load_file(path, LoadOptions(cache=False, rules=RuleSet().with_patterns(["^my_custom_"])))
@@ -111,7 +111,7 @@ def test_user_pattern_extends_rules(tmp_path):
 
 def test_cpu_only_gloo_generation(tmp_path):
     """deviceProperties: [], gloo spans on pt_gloo_runloop threads, tracekit annotations carrying metadata."""
-    from tracekit.model.annotations import CommAnnotation
+    from tracekit.formats.comm_annotation import CommAnnotation
 
     ann = CommAnnotation(op="all_gather", pg_name="1", pg_desc="tracekit:sp", ranks="0,1", dtype="bfloat16",
                          in_nelems=64, out_nelems=128, in_bytes=128, out_bytes=256, seq=3)
@@ -142,7 +142,7 @@ def test_cpu_only_gloo_generation(tmp_path):
 def test_gloo_spans_follow_their_group_threads_when_ops_are_ambiguous(tmp_path):
     """gloo runs an sp reduce-scatter as gloo:all_reduce; with a dp all-reduce pending at the same time the
     span must still go to the sp annotation: its thread serves sp, as a later span only sp can explain shows."""
-    from tracekit.model.annotations import CommAnnotation
+    from tracekit.formats.comm_annotation import CommAnnotation
 
     def issue(op, pg, desc, seq, ts):
         a = CommAnnotation(op=op, pg_name=pg, pg_desc=desc, ranks="0,1", dtype="float32", in_nelems=8,

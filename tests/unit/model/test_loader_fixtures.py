@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import gpu_trace
 from tracekit.model.events import EventKind as K
-from tracekit.model.io import LoadOptions, load, load_file
+from tracekit.loader.io import LoadOptions, load, load_file
 
 FIXTURES = {
     # file: (rank, world, device_type, {nccl op: count}, steps, device streams)

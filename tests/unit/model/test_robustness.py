@@ -15,7 +15,7 @@ from tests.conftest import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, MissingRankError, TraceFormatError
 from tracekit.model.events import EventKind as K
-from tracekit.model.io import LoadOptions, load, load_file
+from tracekit.loader.io import LoadOptions, load, load_file
 
 HOSTILE = "ncclDevKernel_AllReduce\x1b]0;pwned\x07\x1b[2J"
 
@@ -235,7 +235,7 @@ def test_truncated_gzip_trace_is_salvaged(tmp_path):
 def test_cache_paths_stay_in_the_cache_dir(tmp_path, name):
     import os
 
-    from tracekit.model.cache import cache_path
+    from tracekit.loader.cache import cache_path
 
     target = cache_path(str(tmp_path / "runs" / name), str(tmp_path / "cache"))
     assert os.path.dirname(target) == str(tmp_path / "cache")

@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from .events import COLUMNS, SCHEMA_VERSION, EventTable
-from .traceset import RankInfo
+from ..model.events import COLUMNS, SCHEMA_VERSION, EventTable
+from ..model.traceset import RankInfo
 
 _KEY = b"tracekit"
 

@@ -13,11 +13,11 @@ import pandas as pd
 
 from .classify import RuleSet
 from .decode import Trace
-from .events import ABSENT, COLUMNS, EventKind as K, EventTable
+from ..model.events import ABSENT, COLUMNS, EventKind as K, EventTable
 from .kinds import assign_steps, classify_kinds
 from .linking import fill_collectives
 from .rankinfo import Facts, rank_info
-from .traceset import RankInfo
+from ..model.traceset import RankInfo
 
 _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY

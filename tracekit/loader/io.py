@@ -1,7 +1,7 @@
 """Loading traces: files, directories and globs -> TraceSet, with a Parquet cache per rank.
 
 Only this package reads the Chrome-trace JSON format. Ranks come from ``distributedInfo``, never from file
-names. Ranks load in parallel on a local process pool (or a Dask cluster, see ``tracekit.model.executors``).
+names. Ranks load in parallel on a local process pool (or a Dask cluster, see ``tracekit.loader.executors``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from .classify import RuleSet
 from .columnar import TableBuilder, build_table
 from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
 from .stream import EventStream, NotStreamable
-from .events import EventTable
-from .traceset import RankInfo, RunMetadata, TraceSet
+from ..model.events import EventTable
+from ..model.traceset import RankInfo, RunMetadata, TraceSet
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "run.json"

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from .classify import HOST_COMM_OP, RuleSet
-from .events import ABSENT, EventKind as K
+from ..model.events import ABSENT, EventKind as K
 
 DEVICE_CATS = {"kernel": K.KERNEL, "gpu_memcpy": K.MEMCPY, "gpu_memset": K.MEMSET, "cuda_sync": K.SYNC,
                "gpu_user_annotation": K.ANNOTATION}

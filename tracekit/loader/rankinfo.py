@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from .decode import Trace
-from .events import EventKind as K, EventTable
-from .traceset import ProcessGroup, RankInfo
+from ..model.events import EventKind as K, EventTable
+from ..model.traceset import ProcessGroup, RankInfo
 
 
 @dataclass

@@ -7,9 +7,9 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from . import annotations
+from ..formats import comm_annotation
 from .classify import dtype_bytes, normalize_op
-from .events import ABSENT, EventKind as K
+from ..model.events import ABSENT, EventKind as K
 
 _STR_FIELDS = ("coll_op_id", "pg_name_id", "pg_desc_id", "pg_ranks_id", "dtype_id", "in_split_id", "out_split_id")
 _INT_FIELDS = ("group_size", "in_nelems", "out_nelems", "in_bytes", "out_bytes", "seq", "src_rank", "dst_rank")
@@ -65,9 +65,9 @@ def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list
             seq=_int(a.seq), src_rank=_int(a.src_rank), dst_rank=_int(a.dst_rank))
     # 2. tracekit's own annotations (gloo runs)
     tk_rows = np.flatnonzero(((kind == K.CPU_COMM_OP) | (kind == K.SYNC)) & (cols["device"] < 0))
-    parsed: dict[int, annotations.CommAnnotation] = {}
+    parsed: dict[int, comm_annotation.CommAnnotation] = {}
     for i in tk_rows:
-        ann = annotations.parse(names[name_codes[i]])
+        ann = comm_annotation.parse(names[name_codes[i]])
         if ann is None:
             continue
         parsed[int(i)] = ann

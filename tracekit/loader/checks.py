@@ -1,6 +1,6 @@
 """Checks on a loaded rank that turn bad input into a one-line error or warning naming the file.
 
-Run by ``tracekit.model.io.load_file`` on the decoded trace (``check_header``) and on the built table
+Run by ``tracekit.loader.io.load_file`` on the decoded trace (``check_header``) and on the built table
 (``check_table``); cheap next to decoding: numpy passes over the columns and a loop over the unique strings.
 """
 
@@ -14,8 +14,8 @@ import pandas as pd
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from .kinds import DEVICE_CATS, HOST_CATS
-from .events import COLUMNS, EventTable
-from .traceset import RankInfo
+from ..model.events import COLUMNS, EventTable
+from ..model.traceset import RankInfo
 
 # Longest single string (event name, category, group name) accepted: a multi-GB name would be copied into every
 # report; refused instead. Real kernel names with C++ templates are a few KB.

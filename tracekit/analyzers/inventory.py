@@ -6,9 +6,9 @@ from collections import Counter
 
 import numpy as np
 
-from .classify import RuleSet
-from .events import EventKind as K
-from .traceset import TraceSet
+from ..loader.classify import RuleSet
+from ..model.events import EventKind as K
+from ..model.traceset import TraceSet
 
 
 def describe(ts: TraceSet, rules: RuleSet | None = None) -> dict:
