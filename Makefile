@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test venv browser clean bench gate
+.PHONY: demo test venv browser clean bench gate lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -27,6 +27,11 @@ demo: venv
 
 test: venv browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# Lint and types on the package: ruff, then mypy (configured in pyproject.toml).
+lint: venv
+	$(VENV)/bin/ruff check tracekit tests benchmarks
+	$(VENV)/bin/mypy
 
 # The project's own overlap gate: a real TP+SP run on CPU checked against the committed baseline
 # (tests/integration/test_ci_gate.py proves both directions with the same arguments).

@@ -2,7 +2,8 @@
 
 Each measurement runs in its own subprocess (peak RSS from getrusage of that child alone): HTA
 ``TraceAnalysis`` load and its comm/comp overlap; tracekit load (no cache), cached reload (Parquet) and
-``tracekit.analyze``. Times exclude interpreter start and imports on both sides. Prints a table with ratios and writes JSON. Timings live here, never in tests.
+``tracekit.analyze``. Times exclude interpreter start and imports on both sides. Prints a table with ratios and
+writes JSON. Timings live here, never in tests.
 
     python benchmarks/run.py                 # quick: a ~100 MB trace (a few minutes)
     python benchmarks/run.py --sizes 100,500,1500 --repeat 2
@@ -119,8 +120,9 @@ def generate(size_mb: int, work: str) -> tuple[str, dict]:
 
 def machine() -> dict:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
-    import hta  # noqa: F401
     from importlib.metadata import version
+
+    import hta  # noqa: F401
 
     return {"date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "memory_gb": round(mem, 1),
             "python": platform.python_version(), "platform": platform.platform(),

@@ -1,11 +1,11 @@
 """tracekit: profiler and trace analysis for distributed transformer training."""
 
-from .analyzers.memory_model import MemoryConfig, activation_model
-from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
-from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
-from .loader import LoadOptions, load
 from ._version import __version__
 from .analyzers import Summary, analyze
+from .analyzers.memory_model import MemoryConfig, activation_model
+from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
+from .loader import LoadOptions, load
+from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
 
 __all__ = [
     "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",

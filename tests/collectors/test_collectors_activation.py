@@ -93,7 +93,7 @@ def _fit(m1: int, m2: int) -> tuple[int, int]:
 def test_sweep_replicated_term(measured):
     s, b, h, _ = SWEEP
     sbh, ln_stats = s * b * h, 2 * 2 * s * b * 2  # two LayerNorms x (mean, rstd) x s x b x bf16
-    at = lambda workload, t: measured[(SWEEP, "tp" if t == 1 else workload, t)][0][0][0]  # noqa: E731
+    at = lambda workload, t: measured[(SWEEP, "tp" if t == 1 else workload, t)][0][0][0]
     for workload in ("tp", "tp-sp"):  # every rank, every layer the same
         for t in (2, 4):
             per_rank = measured[(SWEEP, workload, t)][0]

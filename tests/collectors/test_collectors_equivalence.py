@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference import expected_shard, reference
 
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
-
-from reference import expected_shard, reference
 
 SHAPE = dict(layers=2, seq=32, hidden=32, heads=8, batch=2, dropout=0.0, steps=1)
 TWO = ["tp", "tp-sp", "cp-ring", "ulysses", "dp"]

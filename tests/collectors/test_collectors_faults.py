@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import fault_ranks
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -19,8 +20,6 @@ from tests.helpers.net import free_port
 from tracekit.collectors.workloads.runner import spawn_ranks
 from tracekit.errors import TracekitError
 from tracekit.loader.io import LoadOptions, load
-
-import fault_ranks
 
 
 def _train(p, steps=4):
@@ -32,9 +31,8 @@ def _train(p, steps=4):
 
 
 def test_profiler_already_running_is_left_alone(tmp_path):
-    with torch.profiler.profile() as outer:
-        with tracekit.profile(tmp_path, wait=0, warmup=0, active=2) as p:
-            assert _train(p) == 4
+    with torch.profiler.profile() as outer, tracekit.profile(tmp_path, wait=0, warmup=0, active=2) as p:
+        assert _train(p) == 4
     assert outer.events() and len(outer.events()) > 50  # the user's profiler was not stopped by ours
     assert p.trace_paths == [] and not list(tmp_path.glob("*.trace.json.gz"))
     assert len(p.problems) == 1 and "another profiler is already running" in p.problems[0]

@@ -6,11 +6,10 @@ from __future__ import annotations
 import logging
 
 import torch
+from tracefile import read
 
 import tracekit
 from tracekit.collectors.manifest import read as read_manifest
-
-from tracefile import read
 
 
 def _train(p, steps):

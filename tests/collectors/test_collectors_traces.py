@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from tracefile import comm_by_step, gloo_spans, read
 
 from tracekit.collectors.manifest import read as read_manifest
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
-
-from tracefile import comm_by_step, gloo_spans, read
 
 L, S, B, H, A = 2, 32, 2, 32, 4
 SHAPE = dict(layers=L, seq=S, batch=B, hidden=H, heads=A, steps=2, wait=1, warmup=1, dropout=0.1)
@@ -82,7 +81,7 @@ def test_collectives_per_step(runs, index):
 
 @pytest.mark.slow
 def test_manifest_names_every_group(runs):
-    for cfg, result in runs:
+    for _cfg, result in runs:
         manifest = read_manifest(result.manifest_path)
         assert manifest["world_size"] == 2 and manifest["backend"] == "gloo"
         assert manifest["model"]["hidden"] == H and manifest["versions"]["torch"]

@@ -31,7 +31,7 @@ def measure(seq, batch, hidden, heads, ts=(1, 2, 4), layers=2) -> list[dict]:
             values = {x["measured_bytes"] for layers_ in per_rank.values() for x in layers_}
             model = activation_model(MemoryConfig(seq, batch, hidden, heads, tp=t, sp=cfg.workload == "tp-sp",
                                                   layernorm_stat_bytes=2))
-            for mode in ((("tp", "tp+sp") if t == 1 else ("tp+sp" if cfg.workload == "tp-sp" else "tp",))):
+            for mode in (("tp", "tp+sp") if t == 1 else ("tp+sp" if cfg.workload == "tp-sp" else "tp",)):
                 rows.append({"mode": mode, "t": t, "ranks": len(per_rank), "measured_bytes": sorted(values),
                              "paper_bytes": model.paper_bytes, "ln_stats_bytes": model.layernorm_stats_bytes})
     return sorted(rows, key=lambda r: (r["mode"], r["t"]))

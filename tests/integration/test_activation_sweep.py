@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from tests.helpers.sweep import measure_layer, split_replicated, sweep
 from tests.helpers.net import free_port
+from tests.helpers.sweep import measure_layer, split_replicated, sweep
 
 S, B, H, A = 64, 2, 64, 4
 SBH = S * B * H
@@ -30,6 +30,7 @@ def test_sweep_replicated_term():
 
 def _worker(rank, world, port, sp, out):
     import torch.distributed as dist
+
     from tests.helpers.ref_layer import GlooComm, RefLayer
     from tracekit.collectors.activation import activation_memory
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from tests.helpers.net import free_port
 from tracekit.analyzers import analyze
 from tracekit.loader.io import LoadOptions, load
-from tests.helpers.net import free_port
 
 DELAY_S = 0.05
 LATE_STEP = 2

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import gpu_trace
-from tracekit.model.events import COLUMNS
 from tracekit.loader.io import LoadOptions, load
+from tracekit.model.events import COLUMNS
 
 distributed = pytest.importorskip("distributed")
 

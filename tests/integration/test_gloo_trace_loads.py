@@ -8,10 +8,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tracekit.formats.comm_annotation import CommAnnotation
-from tracekit.model.events import EventKind as K
-from tracekit.loader.io import load
 from tests.helpers.net import free_port
+from tracekit.formats.comm_annotation import CommAnnotation
+from tracekit.loader.io import load
+from tracekit.model.events import EventKind as K
 
 pytestmark = pytest.mark.slow
 

@@ -4,6 +4,7 @@ console errors, exceptions and network requests, evaluate script, take a screens
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import subprocess
@@ -52,7 +53,7 @@ class Browser:
                 return msg["result"]
             self.events.append(msg)
 
-    def load(self, path: Path, width: int = 1400, timeout_s: float = 30.0) -> "Page":
+    def load(self, path: Path, width: int = 1400, timeout_s: float = 30.0) -> Page:
         target = self._call(self.browser, "Target.createTarget", url="about:blank")["targetId"]
         ws = websocket.create_connection(f"ws://127.0.0.1:{self.port}/devtools/page/{target}", timeout=timeout_s,
                                          suppress_origin=True)
@@ -71,10 +72,8 @@ class Browser:
         return page
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.browser.close()
-        except Exception:
-            pass
         self.proc.terminate()
         try:
             self.proc.wait(10)

@@ -36,7 +36,7 @@ def summary_value(summary: dict, key: str):
     if key.startswith("headline."):
         ranks = summary["ranks"]
         n = sum(len(r["steps"]) for r in ranks)
-        tot = lambda k: sum(st[k] for r in ranks for st in r["steps"])  # noqa: E731
+        tot = lambda k: sum(st[k] for r in ranks for st in r["steps"])
         return {"step_us": tot("wall_us") / n, "exposed_share": tot("exposed_comm_us") / tot("wall_us"),
                 "overlap_ratio": tot("hidden_comm_us") / tot("comm_us"), "comm_us": tot("comm_us") / n}[key[9:]]
     return functools.reduce(lambda d, k: d[int(k)] if isinstance(d, list) else d[k], key.split("."), summary)
@@ -119,8 +119,9 @@ def test_64_rank_report_is_small_and_says_it_downsampled(browser, tmp_path):
 
 def test_report_from_real_trace_in_browser(browser, tmp_path):
     """A real GPU trace through loader + analyzer, checked in the browser with the analyzer's timeline."""
-    from .test_cli import real_trace
     from tracekit.cli._analysis import analysis_from_traces
+
+    from .test_cli import real_trace
 
     result = analysis_from_traces([str(real_trace("allreduce-broadcast-2rank-rank0"))], no_cache=True,
                                   executor="serial")

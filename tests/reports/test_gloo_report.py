@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_cross_rank_gloo import _worker  # noqa: E402 -- the worker of the cross-rank tests
-from tests.helpers.net import free_port  # noqa: E402
+from test_cross_rank_gloo import _worker
 
-from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: E402,F401
+from tests.helpers.net import free_port
+
+from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: F401
 
 
 @pytest.fixture(scope="module")

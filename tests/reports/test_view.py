@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.errors import ConfigError
 from tracekit.reports import get_reporter

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from ..errors import ConfigError
 

@@ -3,8 +3,8 @@ unrecognised kernels that run on communication streams."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -30,21 +30,21 @@ class Instances:
     def __getitem__(self, key: str) -> np.ndarray:
         return self.columns[key]
 
-    def with_columns(self, **cols: np.ndarray) -> "Instances":
+    def with_columns(self, **cols: np.ndarray) -> Instances:
         return replace(self, columns={**self.columns, **cols})
 
-    def select(self, mask) -> "Instances":
+    def select(self, mask) -> Instances:
         return Instances({k: v[mask] for k, v in self.columns.items()})
 
     @staticmethod
-    def empty() -> "Instances":
+    def empty() -> Instances:
         cols = {k: np.empty(0, object) for k in _STR}
         cols.update({k: np.empty(0, np.int64) for k in _INT})
         cols.update({k: np.empty(0, np.float64) for k in _FLOAT})
         return Instances(cols)
 
     @staticmethod
-    def concat(parts) -> "Instances":
+    def concat(parts) -> Instances:
         parts = [p for p in parts if len(p)]
         if not parts:
             return Instances.empty()

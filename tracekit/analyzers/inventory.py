@@ -25,7 +25,7 @@ def describe(ts: TraceSet, rules: RuleSet | None = None) -> dict:
         by_rule: Counter = Counter()
         uniq, counts = np.unique(names.astype(str), return_counts=True) if len(names) else ([], [])
         matched = rules.match(list(uniq))
-        for name, count, rule in zip(uniq, counts, matched):
+        for _name, count, rule in zip(uniq, counts, matched):
             by_rule[rule.library if rule else "collective metadata"] += int(count)
         ops = Counter(f"{op or '?'}@{pg or '?'}" for op, pg in zip(t.decode("coll_op_id")[comm],
                                                                   t.decode("pg_name_id")[comm]))

@@ -8,8 +8,8 @@ formatted only for the groups that are reported or numbered, and orders them (ma
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -35,8 +35,8 @@ class Keys:
     def text(self, key: int) -> str:
         r = int(self.rep[key])
         if self.kind[key] == 0:
-            return "c|%s|%s|%d" % (self.pg[r], self.seqish[r], self.a[r])
-        return "p|%s|%d|%d|%d" % (self.pg[r], self.a[r], self.b[r], self.c[r])
+            return f"c|{self.pg[r]}|{self.seqish[r]}|{int(self.a[r])}"
+        return f"p|{self.pg[r]}|{int(self.a[r])}|{int(self.b[r])}|{int(self.c[r])}"
 
     def in_text_order(self, keys: np.ndarray) -> np.ndarray:
         """The given key numbers sorted by their text (the order of the match ids)."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..model.activation import ActivationMemoryResult
 from .memory_model import ActivationModel, MemoryConfig, activation_model

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
-from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
 from ..errors import TracekitError
+from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
 from ..model.traceset import TraceSet
 from .memory import ActivationComparison, compare_activation_memory
 from .memory_model import DTYPE_BYTES, MemoryConfig
@@ -68,7 +68,7 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
     layout = manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {}
     if not all(isinstance(model.get(k), int) and model.get(k) > 0 for k in ("seq", "batch", "hidden", "heads")):
         return None
-    pick = lambda key, *alts, default: next((src[k] for src in (model, layout) for k in (key, *alts)  # noqa: E731
+    pick = lambda key, *alts, default: next((src[k] for src in (model, layout) for k in (key, *alts)
                                              if src.get(k) is not None), default)
     dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
     dtype = _DTYPES.get(dtype, dtype)

@@ -45,7 +45,7 @@ class StepOverlap:
         return d
 
     @staticmethod
-    def total(steps: "tuple[StepOverlap, ...]") -> "StepOverlap":
+    def total(steps: tuple[StepOverlap, ...]) -> StepOverlap:
         sums = [sum(getattr(s, f) for s in steps) for f in _ADDITIVE]
         return StepOverlap(None, *sums)
 

@@ -19,4 +19,5 @@ def diff(a, b, top, fmt):
     from ..reports.safe_text import printable
 
     result = gate.diff(gate.load_summary(a), gate.load_summary(b), top=top)
-    click.echo(json.dumps(result.to_dict(), indent=1) if fmt == "json" else printable(render_text(result), multiline=True), nl=fmt == "json")
+    text = json.dumps(result.to_dict(), indent=1) if fmt == "json" else printable(render_text(result), multiline=True)
+    click.echo(text, nl=fmt == "json")

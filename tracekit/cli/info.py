@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..loader.io import load
 from ..analyzers.inventory import describe
+from ..loader.io import load
 from ..reports.safe_text import printable
 from .common import build_load_options, load_options
 

@@ -7,8 +7,15 @@ import json
 import click
 
 from ..analyzers.memory_bom import bill_of_materials
-from ..analyzers.memory_model import (ATTENTION, CP_KINDS, DTYPE_BYTES, RECOMPUTE, MemoryConfig, activation_model,
-                                      embedding_output_terms)
+from ..analyzers.memory_model import (
+    ATTENTION,
+    CP_KINDS,
+    DTYPE_BYTES,
+    RECOMPUTE,
+    MemoryConfig,
+    activation_model,
+    embedding_output_terms,
+)
 
 
 @click.group("memory")

@@ -6,8 +6,8 @@ import click
 
 from ..errors import ConfigError
 from ..reports import get_reporter
-from ..reports.timeline import DEFAULT_MAX_EVENTS
 from ..reports.safe_text import printable
+from ..reports.timeline import DEFAULT_MAX_EVENTS
 from ._analysis import analysis_from_traces, analysis_options, read_json
 
 

@@ -16,13 +16,19 @@ already running: then call :func:`.activation_result.peak_from_memory_events` wi
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 
 from ..errors import ConfigError
-from ..model.activation import (STEP_MARKER, ActivationMemoryResult, SavedTensorRecord, StepActivation,
-                                peak_from_profiler, summarize_step)
+from ..model.activation import (
+    STEP_MARKER,
+    ActivationMemoryResult,
+    SavedTensorRecord,
+    StepActivation,
+    peak_from_profiler,
+    summarize_step,
+)
 from .saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
 
 PEAK_MODES = ("auto", "cuda", "profiler", "none")
@@ -65,7 +71,7 @@ class ActivationMemoryRecorder:
         self._cuda_base = 0
 
     # -- context -------------------------------------------------------------------------------------------
-    def __enter__(self) -> "ActivationMemoryRecorder":
+    def __enter__(self) -> ActivationMemoryRecorder:
         self._param_keys = {storage_key(t) for t in (*self.model.parameters(), *self.model.buffers())}
         for module in self.model.modules():
             self._handles.append(module.register_forward_pre_hook(self._push))

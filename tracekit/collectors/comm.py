@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -35,7 +35,7 @@ def group_name(group) -> str:
     group = group or dist.group.WORLD
     try:
         return dist.distributed_c10d._get_process_group_name(group)
-    except Exception:  # noqa: BLE001 - older torch
+    except Exception:
         return str(getattr(group, "group_name", ""))
 
 
@@ -179,8 +179,9 @@ def all_to_all(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = Fal
 
 def ring_shift(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = False, reverse: bool = False) -> Work:
     """Send ``inp`` to the next rank of ``group`` and receive the previous rank's into ``out`` (``reverse``: the
-    other way). Annotated as op ``send_recv`` (busbw factor 1) with src/dst. Written as an ``all_to_all_single`` with zero splits to every other peer so that gloo runs it on
-    its worker thread and the trace shows the transfer (``gloo:send``/``gloo:recv`` do not)."""
+    other way). Annotated as op ``send_recv`` (busbw factor 1) with src/dst. Written as an ``all_to_all_single``
+    with zero splits to every other peer so that gloo runs it on its worker thread and the trace shows the
+    transfer (``gloo:send``/``gloo:recv`` do not)."""
     size, me = dist.get_world_size(group), dist.get_rank(group)
     dst, src = ((me - 1) % size, (me + 1) % size) if reverse else ((me + 1) % size, (me - 1) % size)
     rows = inp.shape[0]

@@ -18,8 +18,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Mapping
 
 import torch
 import torch.distributed as dist
@@ -35,7 +35,7 @@ def versions() -> dict:
     try:
         if torch.cuda.is_available():
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
-    except Exception:  # noqa: BLE001 - no NCCL in this build
+    except Exception:
         nccl = ""
     from .._version import __version__
     return {"torch": torch.__version__, "nccl": nccl, "tracekit": __version__, "python": platform.python_version()}

@@ -29,13 +29,14 @@ modules, or {index: module}; default: ``net``'s top-level children) and the peak
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping
 
 import torch
 import torch.distributed as dist
@@ -71,7 +72,7 @@ def _rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-class profile:  # noqa: N801 - used like torch.profiler.profile
+class profile:
     """Context manager; call ``.step()`` once per training step. See the module docstring."""
 
     def __init__(self, out_dir, *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
@@ -108,7 +109,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         log.warning("tracekit: %s", message)
 
     # -- context manager ------------------------------------------------------------------------------------
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -130,7 +131,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                 prof.__enter__()
                 self._prof = prof
                 _ACTIVE.add(id(self))
-            except Exception as err:  # noqa: BLE001 - never break the run we observe
+            except Exception as err:
                 self._report(f"rank {self.rank}: the profiler could not start ({err}); nothing is recorded")
         self._step = 0
         self._t_step = time.perf_counter_ns()
@@ -145,7 +146,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         if self._prof is not None:
             try:
                 self._prof.step()
-            except Exception as err:  # noqa: BLE001 - an exception in the profiler (export included) stops it
+            except Exception as err:
                 self._report(f"rank {self.rank}: the profiler failed at step {self._step} ({err}); profiling "
                              "stops, training continues")
                 self._stop_quietly()
@@ -159,7 +160,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
             t0 = time.perf_counter_ns()
             try:
                 self._prof.__exit__(*exc)
-            except Exception as err:  # noqa: BLE001 - never break the run we observe
+            except Exception as err:
                 self._report(f"rank {self.rank}: profiler stop failed: {err}")
             _ACTIVE.discard(id(self))
             self._calls_ns += time.perf_counter_ns() - t0
@@ -182,7 +183,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
             return
         try:
             self.activation = ActivationSession(self.model, self.layers, self.rank, self.out_dir).__enter__()
-        except Exception as err:  # noqa: BLE001 - a bad layers= is the user's to fix, not a crash of training
+        except Exception as err:
             self._report(f"rank {self.rank}: activation memory not measured: {err}")
             self.activation = None
             return
@@ -196,10 +197,8 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
     def _stop_quietly(self) -> None:
         prof, self._prof = self._prof, None
         _ACTIVE.discard(id(self))
-        try:
+        with contextlib.suppress(Exception):
             prof.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001 - already reported
-            pass
 
     def _export(self, prof) -> None:
         """Write to a hidden partial file (the loader skips dot-files), check it is a complete gzip stream that
@@ -217,12 +216,10 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                 raise OSError("the written trace is incomplete (disk full or file size limit?)")
             os.replace(partial, path)
             self.trace_paths.append(path)
-        except Exception as err:  # noqa: BLE001 - full disk, unwritable directory, ...: warn, go on
+        except Exception as err:
             self._report(f"rank {self.rank} could not write {path}: {err}; training continues")
-            try:
+            with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
-            except OSError:
-                pass
         self._export_ns += time.perf_counter_ns() - t0
 
     def _write_manifest(self, update: bool = False) -> None:
@@ -239,7 +236,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
                 if self.workload:
                     self._manifest["workload"] = self.workload
             manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             self._report(f"could not write the run manifest in {self.out_dir}: {err}")
 
     def _measure_overhead(self) -> ProfileOverhead:
@@ -253,7 +250,7 @@ class profile:  # noqa: N801 - used like torch.profiler.profile
         # Baseline: the unprofiled steps before recording, less the first (one-off costs); steps after a cycle
         # pay for other ranks' trace collection, so they are the fallback only.
         plain_ns = before[1:] or after or before
-        mean = lambda xs: int(sum(xs) / len(xs)) if xs else -1  # noqa: E731
+        mean = lambda xs: int(sum(xs) / len(xs)) if xs else -1
         over = mean(prof_ns) - mean(plain_ns) if prof_ns and plain_ns else -1
         return ProfileOverhead(self.rank, len(self._step_times), len(plain_ns), len(prof_ns), mean(plain_ns),
                                mean(prof_ns), over, self._calls_ns, self._export_ns)
@@ -268,7 +265,7 @@ def _profiler_running() -> bool:
         return True
     try:
         return bool(torch._C._autograd._profiler_enabled())
-    except Exception:  # noqa: BLE001 - private API: unknown means "not running"
+    except Exception:
         return False
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from .activation import ActivationMemoryRecorder, _on_cuda
 from ..model.activation import peak_from_memory_events
+from .activation import ActivationMemoryRecorder, _on_cuda
 
 log = logging.getLogger("tracekit.profile")
 PROFILER_STEP = "ProfilerStep#"
@@ -52,7 +52,7 @@ class ActivationSession:
     def needs_profile_memory(self) -> bool:
         return not self.cuda
 
-    def __enter__(self) -> "ActivationSession":
+    def __enter__(self) -> ActivationSession:
         self.recorder.__enter__()
         return self
 
@@ -64,7 +64,7 @@ class ActivationSession:
             return
         try:
             self.peaks.update(step_peaks(prof))
-        except Exception as err:  # noqa: BLE001 - an older profiler without kineto_results: no peaks
+        except Exception as err:
             log.warning("tracekit: rank %d: no peak memory from the profiler (%s)", self.rank, err)
 
     def close(self, *exc) -> None:
@@ -75,5 +75,5 @@ class ActivationSession:
                 steps = tuple(s.with_peak(None, self.peaks.get(s.step)) for s in result.steps)
                 result = type(result)(result.rank, steps, "profiler" if self.peaks else "none")
             self.path = result.save(activation_path(self.out_dir, self.rank))
-        except Exception as err:  # noqa: BLE001 - never break the run we observe
+        except Exception as err:
             log.warning("tracekit: rank %d could not record activation memory: %s", self.rank, err)

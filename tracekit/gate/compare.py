@@ -24,7 +24,7 @@ class MetricSpec:
     scope: Scope | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "MetricSpec":
+    def parse(cls, text: str) -> MetricSpec:
         scope, metric = parse_target(text, text, "--metric")
         return cls(metric, scope)
 

@@ -12,8 +12,9 @@ and the first part is shown with what drove it: more waiting for peers (wait), a
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .stats import stat_over_ranks
 from .summary import Scope, Summary

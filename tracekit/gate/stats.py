@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class Stat:
     basis: str = "per step"
 
     @classmethod
-    def single(cls, value: float, basis: str = "run total") -> "Stat":
+    def single(cls, value: float, basis: str = "run total") -> Stat:
         v = float(value)
         return cls(v, v, v, v, v, 1, basis)
 

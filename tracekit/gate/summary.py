@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import SummaryFormatError
 from .stats import Stat, stat_over_ranks
@@ -45,7 +46,7 @@ class Scope:
     def label(self) -> str:
         return self.dimension if not self.op else f"{self.dimension}/{self.op}"
 
-    def expand(self, present: list["Scope"]) -> list["Scope"]:
+    def expand(self, present: list[Scope]) -> list[Scope]:
         """The concrete scopes a pattern stands for, given the (dimension, op) pairs present in the runs."""
         if not self.is_pattern:
             return [self]

@@ -46,7 +46,7 @@ def read_cache(path: str, options) -> tuple[EventTable, RankInfo] | None:
         table = pf.read(columns=list(COLUMNS))
         cols = {k: table.column(k).to_numpy().astype(d, copy=False) for k, d in COLUMNS.items()}
         return EventTable(cols, tuple(meta["strings"])), RankInfo.from_dict(meta["info"])
-    except Exception:  # noqa: BLE001 - a cache is an optimisation: any problem means "reload the trace"
+    except Exception:
         return None
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
-from .kinds import DEVICE_CATS, HOST_CATS
 from ..model.events import COLUMNS, EventTable
 from ..model.traceset import RankInfo
+from .kinds import DEVICE_CATS, HOST_CATS
 
 # Longest single string (event name, category, group name) accepted: a multi-GB name would be copied into every
 # report; refused instead. Real kernel names with C++ templates are a few KB.

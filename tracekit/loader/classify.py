@@ -13,8 +13,8 @@ TOML file::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..errors import ConfigError
 
@@ -99,7 +99,7 @@ def dtype_bytes(dtype: str | None) -> int:
 class RuleSet:
     rules: tuple[CommRule, ...] = DEFAULT_RULES
 
-    def with_patterns(self, patterns: Sequence[str], library: str = "user") -> "RuleSet":
+    def with_patterns(self, patterns: Sequence[str], library: str = "user") -> RuleSet:
         extra = []
         for p in patterns:
             try:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..model.events import ABSENT, COLUMNS, EventTable
+from ..model.events import EventKind as K
+from ..model.traceset import RankInfo
 from .classify import RuleSet
 from .decode import Trace
-from ..model.events import ABSENT, COLUMNS, EventKind as K, EventTable
 from .kinds import assign_steps, classify_kinds
 from .linking import fill_collectives
 from .rankinfo import Facts, rank_info
-from ..model.traceset import RankInfo
 
 _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY

@@ -11,7 +11,7 @@ import gc
 import os
 import zlib
 from contextlib import contextmanager
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -21,72 +21,72 @@ from ..errors import InputLimitError, TraceFormatError
 DEFAULT_MAX_BYTES = int(os.environ.get("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
 _CHUNK = 16 * 1024 * 1024
 
-Num = Union[int, float]
-IntOrStr = Union[int, str]
+Num = int | float
+IntOrStr = int | str
 
 
 class Args(msgspec.Struct):
     # -1 (absent) rather than None when missing: the id columns then convert to numpy in one C call
-    external_id: Union[IntOrStr, None] = msgspec.field(default=-1, name="External id")
-    correlation: Union[IntOrStr, None] = -1
-    stream: Union[IntOrStr, None] = None
-    device: Union[IntOrStr, None] = -1
-    coll_name: Union[str, None] = msgspec.field(default=None, name="Collective name")
-    in_nelems: Union[IntOrStr, None] = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Union[IntOrStr, None] = msgspec.field(default=None, name="Out msg nelems")
-    in_size: Union[IntOrStr, None] = msgspec.field(default=None, name="In msg size")
-    out_size: Union[IntOrStr, None] = msgspec.field(default=None, name="Out msg size")
-    group_size: Union[IntOrStr, None] = msgspec.field(default=None, name="Group size")
-    dtype: Union[str, None] = None
-    in_split: Union[str, list, None] = msgspec.field(default=None, name="In split size")
-    out_split: Union[str, list, None] = msgspec.field(default=None, name="Out split size")
-    pg_name: Union[IntOrStr, None] = msgspec.field(default=None, name="Process Group Name")
-    pg_id: Union[IntOrStr, None] = msgspec.field(default=None, name="Process Group ID")
-    pg_desc: Union[str, None] = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: Union[str, list, None] = msgspec.field(default=None, name="Process Group Ranks")
-    seq: Union[IntOrStr, None] = msgspec.field(default=None, name="Seq")
-    src_rank: Union[IntOrStr, None] = msgspec.field(default=None, name="Src Rank")
-    dst_rank: Union[IntOrStr, None] = msgspec.field(default=None, name="Dst Rank")
-    name: Union[str, None] = None  # thread_name / process_name metadata events
-    mem_bytes: Union[IntOrStr, None] = msgspec.field(default=None, name="Bytes")
-    mem_total: Union[IntOrStr, None] = msgspec.field(default=None, name="Total Allocated")
-    copy_bytes: Union[IntOrStr, None] = msgspec.field(default=None, name="bytes")
+    external_id: IntOrStr | None = msgspec.field(default=-1, name="External id")
+    correlation: IntOrStr | None = -1
+    stream: IntOrStr | None = None
+    device: IntOrStr | None = -1
+    coll_name: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: IntOrStr | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: IntOrStr | None = msgspec.field(default=None, name="Out msg nelems")
+    in_size: IntOrStr | None = msgspec.field(default=None, name="In msg size")
+    out_size: IntOrStr | None = msgspec.field(default=None, name="Out msg size")
+    group_size: IntOrStr | None = msgspec.field(default=None, name="Group size")
+    dtype: str | None = None
+    in_split: str | list | None = msgspec.field(default=None, name="In split size")
+    out_split: str | list | None = msgspec.field(default=None, name="Out split size")
+    pg_name: IntOrStr | None = msgspec.field(default=None, name="Process Group Name")
+    pg_id: IntOrStr | None = msgspec.field(default=None, name="Process Group ID")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: str | list | None = msgspec.field(default=None, name="Process Group Ranks")
+    seq: IntOrStr | None = msgspec.field(default=None, name="Seq")
+    src_rank: IntOrStr | None = msgspec.field(default=None, name="Src Rank")
+    dst_rank: IntOrStr | None = msgspec.field(default=None, name="Dst Rank")
+    name: str | None = None  # thread_name / process_name metadata events
+    mem_bytes: IntOrStr | None = msgspec.field(default=None, name="Bytes")
+    mem_total: IntOrStr | None = msgspec.field(default=None, name="Total Allocated")
+    copy_bytes: IntOrStr | None = msgspec.field(default=None, name="bytes")
 
 
 class Event(msgspec.Struct):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: Union[IntOrStr, None] = None
-    tid: Union[IntOrStr, None] = None
-    ts: Union[Num, None] = None
-    dur: Union[Num, None] = None
-    args: Union[Args, None] = None
+    pid: IntOrStr | None = None
+    tid: IntOrStr | None = None
+    ts: Num | None = None
+    dur: Num | None = None
+    args: Args | None = None
 
 
 class PgConfig(msgspec.Struct):
-    pg_name: Union[IntOrStr, None] = None
-    pg_desc: Union[str, None] = None
-    uid: Union[IntOrStr, None] = None
-    backend_config: Union[str, None] = None
-    pg_size: Union[int, None] = None
-    ranks: Union[list, str, None] = None
+    pg_name: IntOrStr | None = None
+    pg_desc: str | None = None
+    uid: IntOrStr | None = None
+    backend_config: str | None = None
+    pg_size: int | None = None
+    ranks: list | str | None = None
 
 
 class DistInfo(msgspec.Struct):
-    backend: Union[str, None] = None
-    rank: Union[int, None] = None
-    world_size: Union[int, None] = None
-    pg_count: Union[int, None] = None
-    pg_config: Union[list[PgConfig], None] = None
-    nccl_version: Union[str, None] = None
+    backend: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    pg_count: int | None = None
+    pg_config: list[PgConfig] | None = None
+    nccl_version: str | None = None
 
 
 class Trace(msgspec.Struct):
-    traceEvents: Union[list[Event], None] = None
-    distributedInfo: Union[DistInfo, None] = None
-    deviceProperties: Union[list[dict], None] = None
-    baseTimeNanoseconds: Union[int, None] = None
+    traceEvents: list[Event] | None = None
+    distributedInfo: DistInfo | None = None
+    deviceProperties: list[dict] | None = None
+    baseTimeNanoseconds: int | None = None
     trace_id: Any = None
     host_name: Any = None
     schemaVersion: Any = None
@@ -115,7 +115,7 @@ def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK
     """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused past
     ``max_bytes``: a gzip bomb never reaches memory. Raises CorruptGzip where the compressed data breaks."""
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 -- closed by the `with fh:` below, after the error mapping
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
     with fh:
@@ -233,12 +233,12 @@ def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str
 
 
 class _ExactEvent(msgspec.Struct):
-    ts: Union[decimal.Decimal, None] = None
-    dur: Union[decimal.Decimal, None] = None
+    ts: decimal.Decimal | None = None
+    dur: decimal.Decimal | None = None
 
 
 class _ExactTrace(msgspec.Struct):
-    traceEvents: Union[list[_ExactEvent], None] = None
+    traceEvents: list[_ExactEvent] | None = None
 
 
 def needs_exact_times(trace: Trace) -> bool:

@@ -10,18 +10,18 @@ import glob
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from ..errors import MissingRankError, TraceFormatError
+from ..model.events import EventTable
+from ..model.traceset import RankInfo, RunMetadata, TraceSet
 from .cache import read_cache, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
 from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
 from .stream import EventStream, NotStreamable
-from ..model.events import EventTable
-from ..model.traceset import RankInfo, RunMetadata, TraceSet
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "run.json"

@@ -6,8 +6,9 @@ import re
 
 import numpy as np
 
+from ..model.events import ABSENT
+from ..model.events import EventKind as K
 from .classify import HOST_COMM_OP, RuleSet
-from ..model.events import ABSENT, EventKind as K
 
 DEVICE_CATS = {"kernel": K.KERNEL, "gpu_memcpy": K.MEMCPY, "gpu_memset": K.MEMSET, "cuda_sync": K.SYNC,
                "gpu_user_annotation": K.ANNOTATION}

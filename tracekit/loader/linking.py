@@ -8,8 +8,9 @@ from collections import defaultdict, deque
 import numpy as np
 
 from ..formats import comm_annotation
+from ..model.events import ABSENT
+from ..model.events import EventKind as K
 from .classify import dtype_bytes, normalize_op
-from ..model.events import ABSENT, EventKind as K
 
 _STR_FIELDS = ("coll_op_id", "pg_name_id", "pg_desc_id", "pg_ranks_id", "dtype_id", "in_split_id", "out_split_id")
 _INT_FIELDS = ("group_size", "in_nelems", "out_nelems", "in_bytes", "out_bytes", "seq", "src_rank", "dst_rank")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .decode import Trace
-from ..model.events import EventKind as K, EventTable
+from ..model.events import EventKind as K
+from ..model.events import EventTable
 from ..model.traceset import ProcessGroup, RankInfo
+from .decode import Trace
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import msgspec
 
 from .decode import DEFAULT_MAX_BYTES, CorruptGzip, Event, Trace, gc_paused, raw_chunks

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
 
 SCHEMA = "tracekit.activation_memory/1"
 STEP_MARKER = "tracekit.activation_step#"
@@ -62,7 +62,7 @@ class StepActivation:
     peak_bytes: int | None = None  # CUDA: max_memory_allocated (absolute)
     peak_over_start_bytes: int | None = None  # the most allocated on top of what was live at the step's start
 
-    def with_peak(self, peak: int | None, over: int | None) -> "StepActivation":
+    def with_peak(self, peak: int | None, over: int | None) -> StepActivation:
         return replace(self, peak_bytes=peak, peak_over_start_bytes=over)
 
     def to_dict(self) -> dict:

@@ -8,8 +8,8 @@ string columns hold int32 ids into it, -1 for "absent". Integer columns use -1 f
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -101,11 +101,11 @@ class EventTable:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def empty(cls) -> "EventTable":
+    def empty(cls) -> EventTable:
         return cls({k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}, ())
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Mapping[str, object]]) -> "EventTable":
+    def from_rows(cls, rows: Iterable[Mapping[str, object]]) -> EventTable:
         """Build a table from dicts (tests and small synthetic tables). String-valued keys are given
         without the ``_id`` suffix (``name``, ``cat``, ``coll_op``, ``pg_name``, ...); ``kind`` may be
         an EventKind or its name."""
@@ -164,11 +164,11 @@ class EventTable:
         lut[np.array([int(k) for k in kinds], dtype=np.int64) & 0xFF] = True
         return lut[kind.view(np.uint8)]
 
-    def select(self, mask_or_index: np.ndarray) -> "EventTable":
+    def select(self, mask_or_index: np.ndarray) -> EventTable:
         """Rows by boolean mask or integer index; strings are shared, not compacted."""
         return EventTable({k: v[mask_or_index] for k, v in self.columns.items()}, self.strings, self._index)
 
-    def with_columns(self, **updates: np.ndarray) -> "EventTable":
+    def with_columns(self, **updates: np.ndarray) -> EventTable:
         cols = dict(self.columns)
         for key, value in updates.items():
             cols[key] = np.asarray(value, dtype=COLUMNS[key])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Mapping
 
 from .events import EventTable
 
@@ -24,7 +24,7 @@ class ProcessGroup:
                 "backend": self.backend, "dimension": self.dimension}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "ProcessGroup":
+    def from_dict(cls, d: Mapping) -> ProcessGroup:
         return cls(str(d.get("name", "")), str(d.get("desc", "")), tuple(int(r) for r in d.get("ranks", ())),
                    int(d.get("size", 0) or 0), str(d.get("backend", "")), str(d.get("dimension", "")))
 
@@ -57,7 +57,7 @@ class RankInfo:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "RankInfo":
+    def from_dict(cls, d: Mapping) -> RankInfo:
         return cls(
             rank=int(d["rank"]), world_size=int(d["world_size"]), backend=d.get("backend", ""),
             source=d.get("source", ""),
@@ -111,9 +111,9 @@ class TraceSet:
     def info(self, rank: int) -> RankInfo:
         return self.ranks_info[rank]
 
-    def with_tables(self, tables: Mapping[int, EventTable]) -> "TraceSet":
+    def with_tables(self, tables: Mapping[int, EventTable]) -> TraceSet:
         return replace(self, tables=dict(tables))
 
-    def subset(self, ranks) -> "TraceSet":
+    def subset(self, ranks) -> TraceSet:
         keep = [r for r in self.ranks if r in set(ranks)]
         return TraceSet({r: self.tables[r] for r in keep}, {r: self.ranks_info[r] for r in keep}, self.metadata)

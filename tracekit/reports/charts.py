@@ -6,7 +6,7 @@ page's script escapes them for plotly, and jinja's autoescape covers the reading
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .view import fmt_bytes, fmt_ratio, fmt_us, top_exposed
 

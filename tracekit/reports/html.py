@@ -8,10 +8,11 @@ inlined, as are the page's own script and stylesheet. Numbers are rendered serve
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jinja2
 

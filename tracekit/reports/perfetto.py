@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ..errors import ConfigError, TraceFormatError
 

@@ -4,7 +4,7 @@ the HTML report (tracekit.reports.view), so both show the summary's numbers with
 from __future__ import annotations
 
 import io
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape

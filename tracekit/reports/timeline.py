@@ -14,8 +14,8 @@ communication union C, so hidden and exposed never overlap each other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 

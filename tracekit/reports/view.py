@@ -9,8 +9,9 @@ path into the summary, or ``headline.<name>``) so a test can check it against th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 SCHEMA = "tracekit.summary/1"
 STEP_KEYS = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us", "overlap_ratio", "idle_us")

@@ -7,14 +7,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from analyzer_tables import ev, table, traceset
 
 from tests.conftest import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.loader.io import LoadOptions, load
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import clock_note
-
-from analyzer_tables import ev, table, traceset
 
 TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)
 

@@ -3,11 +3,10 @@
 import math
 
 import pytest
+from analyzer_tables import ev, table, traceset
 
 from tracekit.analyzers import analyze
 from tracekit.analyzers.collectives import bus_factor
-
-from analyzer_tables import ev, table, traceset
 
 SHIFT = 1_000_000_000  # rank 1's clock runs 1 s ahead
 TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)
@@ -39,7 +38,7 @@ def test_wait_transfer_offsets_and_stragglers():
     # causality bounds: max(start1 - end0) = -50 ns, min(end1 - start0) = 100 ns around the shift
     assert o1["spread_us"] * 1e3 == pytest.approx(100) and o1["method"] == "median-ends"
     c = by_key(d)
-    ns = lambda x: round(x * 1e3)  # noqa: E731
+    ns = lambda x: round(x * 1e3)
     assert [ns(c[(0, "all_reduce", s)]["wait_us"]) for s in (0, 1)] == [10, 50]
     assert [ns(c[(1, "all_reduce", s)]["wait_us"]) for s in (0, 1)] == [0, 0]
     assert [ns(c[(r, "all_reduce", 1)]["transfer_us"]) for r in (0, 1)] == [50, 50]
@@ -65,7 +64,7 @@ def test_cross_rank_numbers_do_not_depend_on_the_clock_shift():
 
 
 def test_order_matching_without_seq_and_dim_override():
-    rows = lambda off, late: [ev("COMM", off + t + late * (i == 1), 100 - late * (i == 1), 0, stream=9,  # noqa: E731
+    rows = lambda off, late: [ev("COMM", off + t + late * (i == 1), 100 - late * (i == 1), 0, stream=9,
                                  coll_op="all_gather", in_bytes=10, out_bytes=20, pg_name="7", pg_desc="mesh_dp_shard",
                                  pg_ranks="[0, 1]", group_size=2) for i, t in enumerate((0, 500))]
     d = analyze(traceset({0: table(rows(0, 0)), 1: table(rows(0, 40))}, device_type="cuda"),

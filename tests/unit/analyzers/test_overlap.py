@@ -1,12 +1,11 @@
 """Per rank/step/stream/instance overlap on hand-built tables whose answers are worked out by hand."""
 
 import pytest
+from analyzer_tables import ev, table, traceset
 
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import rank_overlap
 from tracekit.model.traceset import RankInfo
-
-from analyzer_tables import ev, table, traceset
 
 COMM = dict(coll_op="all_reduce", pg_name="0", pg_desc="default_pg", pg_ranks="[0, 1]", group_size=2)
 

@@ -2,14 +2,13 @@
 by hand (the table of test_overlap: K = [0,70) [150,160) [210,250) [260,280); C = [30,90) [180,230))."""
 
 import pytest
+from analyzer_tables import ev, table
+from test_overlap import gpu_rows
 
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import StepOverlap
 from tracekit.analyzers.timeline import TIMELINE_SCHEMA, representative_steps
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
-
-from analyzer_tables import ev, table
-from test_overlap import gpu_rows
 
 BASE = 1_000_000  # baseTimeNanoseconds: the record is in the trace's own time base (absolute - base)
 
@@ -76,8 +75,8 @@ def test_timeline_is_not_in_the_json_summary():
 
 
 def _rank(rank, walls):
-    from tracekit.analyzers.overlap import RankOverlap
     from tracekit.analyzers.instances import Instances
+    from tracekit.analyzers.overlap import RankOverlap
 
     steps = tuple(StepOverlap(s, w, 0, 0, 0, 0, 0, 0, 0, 0) for s, w in walls.items())
     return RankOverlap(rank, "cuda", steps, StepOverlap.total(steps), (), Instances.empty())

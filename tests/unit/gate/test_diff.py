@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracekit.gate.diff import diff, explain, render_text
 from tracekit.gate.summary import Summary

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from tests.conftest import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, TraceFormatError
-from tracekit.model.events import EventKind as K
 from tracekit.loader.io import LoadOptions, load_file
+from tracekit.model.events import EventKind as K
 
 
 def _load(path, **kw):

@@ -11,22 +11,23 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.errors import TracekitError
-from tracekit.model.events import COLUMNS, EventKind
 from tracekit.loader.io import LoadOptions, load
+from tracekit.model.events import COLUMNS, EventKind
 
 EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 60))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-@lru_cache(maxsize=None)
+@cache
 def seeds() -> tuple[dict, ...]:
     """Two small real traces: the ROCm toy, and 400 events of an NCCL all-reduce trace with its header."""
     toy = json.loads(gzip.open(gpu_trace("rocm-mi250-minitoy.json.gz")).read())

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from tracekit.model.events import EventKind as K
 from tracekit.loader.io import LoadOptions, load_file
+from tracekit.model.events import EventKind as K
 
 
 def write(tmp_path, doc, name="t.json", gz=False):

@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import GPU
 from tests.unit.model.reference_loader import reference_load
 from tracekit.loader import stream as decode
-from tracekit.model.events import COLUMNS
 from tracekit.loader.io import LoadOptions, _load_streaming, load_file
+from tracekit.model.events import COLUMNS
 
 FIXTURES = sorted(p.name for p in GPU.glob("*.json.gz"))
 

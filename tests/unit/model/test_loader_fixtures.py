@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import gpu_trace
-from tracekit.model.events import EventKind as K
 from tracekit.loader.io import LoadOptions, load, load_file
+from tracekit.model.events import EventKind as K
 
 FIXTURES = {
     # file: (rank, world, device_type, {nccl op: count}, steps, device streams)

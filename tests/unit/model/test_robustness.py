@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from tests.conftest import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, MissingRankError, TraceFormatError
-from tracekit.model.events import EventKind as K
 from tracekit.loader.io import LoadOptions, load, load_file
+from tracekit.model.events import EventKind as K
 
 HOSTILE = "ncclDevKernel_AllReduce\x1b]0;pwned\x07\x1b[2J"
 
@@ -224,7 +224,7 @@ def test_truncated_gzip_trace_is_salvaged(tmp_path):
     cut.write_bytes(raw[: len(raw) // 2])  # no gzip trailer, JSON cut mid-event
     table, info = _load(cut)
     assert 0 < len(table) < len(full)
-    rows = lambda t: set(map(tuple, np.c_[t["ts_ns"], t["dur_ns"], t["kind"]].tolist()))  # noqa: E731
+    rows = lambda t: set(map(tuple, np.c_[t["ts_ns"], t["dur_ns"], t["kind"]].tolist()))
     assert rows(table) <= rows(full)  # every kept event is a real event of the trace, unchanged
     (w,) = [w for w in info.warnings if "truncated" in w]
     assert str(cut) in w and "kept" in w and "lost" in w

@@ -96,8 +96,8 @@ def ring_attention(q, k, v, q_pos, group, seq: int, dropout_p: float, overlap: b
         if step + 1 < cp:
             nxt, work = F_.ring_shift(kv, group, wait=not overlap)
         k_pos = zigzag_positions(seq, cp, (me - step) % cp, q_pos.device)
-        o, l = block_attention(q, kv[0], kv[1], q_pos, k_pos, dropout_p)
-        out, lse = (o, l) if out is None else merge(out, lse, o, l)
+        o, blk_lse = block_attention(q, kv[0], kv[1], q_pos, k_pos, dropout_p)
+        out, lse = (o, blk_lse) if out is None else merge(out, lse, o, blk_lse)
         if work is not None:
             work.wait()
             kv = nxt

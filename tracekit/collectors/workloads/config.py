@@ -54,7 +54,7 @@ class WorkloadConfig:
 
     def layout(self) -> Layout:
         parts = self.parts
-        named = lambda *names: 2 if any(n in parts for n in names) else 1  # noqa: E731
+        named = lambda *names: 2 if any(n in parts for n in names) else 1
         tp = self.tp if self.tp is not None else named("tp", "tp-sp")
         cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
         dp = self.dp if self.dp is not None else named("dp")

@@ -69,7 +69,7 @@ class GradSync:
         """After backward: complete the data-parallel reduction, then the sequence-parallel one."""
         if self.dp_group is not None:
             if not self.overlap:
-                for i, bucket in enumerate(self.buckets):
+                for bucket in self.buckets:
                     flat = self._flatten(bucket)
                     comm.all_reduce(flat, self.dp_group)
                     self._unflatten(flat, bucket)

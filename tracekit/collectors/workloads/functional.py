@@ -4,8 +4,8 @@ Tensors are [sequence, batch, features]. A linear is ``y = x @ w.T`` with ``w`` 
 
 Column-parallel (``w`` split along ``out``), mode ``tp``: input replicated, backward all-reduces the input
 gradient; mode ``sp``: input sharded along the sequence, forward all-gathers it and saves only the shard,
-backward all-gathers it again and reduce-scatters the input gradient. Row-parallel (``w`` split along ``in``), mode ``tp``: forward all-reduces the output; mode
-``sp``: forward reduce-scatters it, backward all-gathers the gradient.
+backward all-gathers it again and reduce-scatters the input gradient. Row-parallel (``w`` split along
+``in``), mode ``tp``: forward all-reduces the output; mode ``sp``: forward reduce-scatters it, backward all-gathers the gradient.
 
 Overlap (``chunks > 1``): the sequence is cut into chunks and each chunk's collective runs while the next
 chunk's GEMM computes (column ``sp`` forward all-gather, row forward all-reduce / reduce-scatter); the column

@@ -43,7 +43,7 @@ def full_weights(hidden: int, layer: int, seed: int) -> dict[str, torch.Tensor]:
     """The unsharded fp32 weights of layer ``layer``, identical on every rank."""
     g = torch.Generator().manual_seed(seed * 1000 + layer)
     h = hidden
-    rnd = lambda *shape: torch.randn(*shape, generator=g) * (1.0 / h ** 0.5)  # noqa: E731
+    rnd = lambda *shape: torch.randn(*shape, generator=g) * (1.0 / h ** 0.5)
     return {"ln1_w": 1 + 0.1 * torch.randn(h, generator=g), "ln1_b": 0.1 * torch.randn(h, generator=g),
             "qkv": rnd(3 * h, h), "proj": rnd(h, h),
             "ln2_w": 1 + 0.1 * torch.randn(h, generator=g), "ln2_b": 0.1 * torch.randn(h, generator=g),
@@ -52,8 +52,8 @@ def full_weights(hidden: int, layer: int, seed: int) -> dict[str, torch.Tensor]:
 
 def shard_weights(full: dict[str, torch.Tensor], tp: int, index: int) -> dict[str, torch.Tensor]:
     """This tensor-parallel rank's slice of ``full``."""
-    rows = lambda w: w.chunk(tp, dim=0)[index]  # noqa: E731
-    cols = lambda w: w.chunk(tp, dim=1)[index]  # noqa: E731
+    rows = lambda w: w.chunk(tp, dim=0)[index]
+    cols = lambda w: w.chunk(tp, dim=1)[index]
     return {"ln1_w": full["ln1_w"], "ln1_b": full["ln1_b"], "qkv": rows(full["qkv"]), "proj": cols(full["proj"]),
             "ln2_w": full["ln2_w"], "ln2_b": full["ln2_b"], "fc1": rows(full["fc1"]), "fc2": cols(full["fc2"])}
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import timedelta
 import traceback
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import torch
