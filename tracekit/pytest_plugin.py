@@ -23,6 +23,7 @@ import contextlib
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,10 +36,10 @@ class OverlapSession:
 
     def __init__(self, out_dir: Path, whole_body_step: bool = False):
         self.out_dir = Path(out_dir)
-        self.summary = None  # a tracekit.gate.Summary once the test body has run and been analysed
+        self.summary: Any = None  # a tracekit.gate.Summary once the test body has run and been analysed
         self._whole_body_step = whole_body_step
-        self._prof = None
-        self._body_rf = None
+        self._prof: Any = None
+        self._body_rf: Any = None
         self._steps = 0
 
     def start(self) -> None:

@@ -17,6 +17,7 @@ already running: then call :func:`.activation_result.peak_from_memory_events` wi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -40,7 +41,7 @@ def _layer_roots(model: torch.nn.Module, layers) -> dict[int, tuple[int, str]]:
     if layers is None:
         items = [m for _, m in model.named_children()] or [model]
     elif isinstance(layers, str):
-        items = list(model.get_submodule(layers))
+        items = list(model.get_submodule(layers).children())
     elif isinstance(layers, Mapping):
         return {id(m): (int(i), names.get(id(m), str(i))) for i, m in layers.items()}
     else:
@@ -63,11 +64,11 @@ class ActivationMemoryRecorder:
         self._union = StorageUnion()
         self._records: list[SavedTensorRecord] = []
         self._steps: list[StepActivation] = []
-        self._marker = None
+        self._marker: Any = None
         self._active = False
         self._handles: list = []
-        self._hooks = None
-        self._prof = None
+        self._hooks: Any = None
+        self._prof: Any = None
         self._cuda_base = 0
 
     # -- context -------------------------------------------------------------------------------------------

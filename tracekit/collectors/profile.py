@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -86,9 +87,10 @@ class profile:
         self.enabled = self.ranks is None or self.rank in self.ranks
         self.schedule_args = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
         self._schedule = torch.profiler.schedule(**self.schedule_args)
-        self._opts = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
+        self._opts: dict[str, Any] = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
         if isinstance(model, Mapping):
-            model, model_dims = None, {**model, **(model_dims or {})}
+            model_dims = {**dict(model), **(model_dims or {})}
+            model = None
         self.layout, self.model, self.layers, self.groups = layout, model, layers, groups
         self.model_dims = dict(model_dims) if model_dims is not None else None
         self.activation_memory = activation_memory
@@ -96,7 +98,7 @@ class profile:
         self.activation: ActivationSession | None = None
         self.trace_paths: list[Path] = []
         self.overhead: ProfileOverhead | None = None
-        self._prof = None
+        self._prof: Any = None
         self._cycle = 0
         self._step_times: list[tuple[int, int]] = []  # (step index, wall ns) per completed step
         self._export_ns = 0
@@ -155,7 +157,7 @@ class profile:
         self._t_step = time.perf_counter_ns()
         self._calls_ns += self._t_step - now
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         if self._prof is not None:
             t0 = time.perf_counter_ns()
             try:
@@ -241,7 +243,9 @@ class profile:
 
     def _measure_overhead(self) -> ProfileOverhead:
         recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}
-        prof_ns, before, after = [], [], []
+        prof_ns: list[int] = []
+        before: list[int] = []
+        after: list[int] = []
         for step, ns in self._step_times:
             if self.enabled and self._schedule(step) in recorded:
                 prof_ns.append(ns)

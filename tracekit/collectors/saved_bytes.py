@@ -28,7 +28,7 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
         return 0, 0
     span = 1 + sum((n - 1) * abs(st) for n, st in zip(tensor.shape, tensor.stride()))
     start = tensor.storage_offset() * item
-    return start, min(start + span * item, tensor.untyped_storage().nbytes())
+    return int(start), int(min(start + span * item, tensor.untyped_storage().nbytes()))
 
 
 def is_parameter_derived(tensor: torch.Tensor, param_keys: set[tuple[str, int]]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,8 +81,8 @@ class EventTable:
 
     columns: Mapping[str, np.ndarray]
     strings: tuple[str, ...]
-    _index: Mapping[str, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
-    _memo: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]  # derived columns
+    _index: Mapping[str, int] = field(default=None, repr=False, compare=False)  # type: ignore[arg-type]
+    _memo: dict = field(default=None, repr=False, compare=False)  # type: ignore[arg-type]  # derived columns
 
     def __post_init__(self) -> None:
         n = None
@@ -105,7 +106,7 @@ class EventTable:
         return cls({k: np.empty(0, dtype=d) for k, d in COLUMNS.items()}, ())
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Mapping[str, object]]) -> EventTable:
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]]) -> EventTable:
         """Build a table from dicts (tests and small synthetic tables). String-valued keys are given
         without the ``_id`` suffix (``name``, ``cat``, ``coll_op``, ``pg_name``, ...); ``kind`` may be
         an EventKind or its name."""

@@ -62,6 +62,10 @@ class Layer(nn.Module):
     """One transformer layer; ``forward`` takes this rank's [s_local, b_local, h] and returns the same shape."""
 
     LN_PARAMS = ("ln1_w", "ln1_b", "ln2_w", "ln2_b")
+    ln1_w: nn.Parameter
+    ln1_b: nn.Parameter
+    ln2_w: nn.Parameter
+    ln2_b: nn.Parameter
 
     def __init__(self, weights: dict[str, torch.Tensor], heads: int, par: Parallel, seq: int,
                  dropout: float = 0.0, dtype=torch.float32, device=None):

@@ -77,7 +77,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     sync = GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
                     cfg.overlap)
     norm = cfg.seq * cfg.batch * cfg.hidden
-    losses, state = [], {}
+    losses: list[float] = []
+    state: dict = {}
 
     def one_step(i: int) -> None:
         for p in params:
@@ -98,7 +99,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
                 p.add_(p.grad, alpha=-1e-3)
 
     total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
-    overhead, activation = {}, None
+    overhead: dict = {}
+    activation = None
     if profiled:
         with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
                      model=layers, model_dims=cfg.model_dims(device.type),
@@ -106,7 +108,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             for i in range(total):
                 one_step(i)
                 prof.step()
-        overhead = prof.overhead.to_dict()
+        overhead = prof.overhead.to_dict() if prof.overhead is not None else {}
         traces = [str(p) for p in prof.trace_paths]
         if prof.activation is not None and prof.activation.path is not None:
             activation = str(prof.activation.path)
