@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any
 
 from ..errors import ConfigError
 
 
-def _load_one(args):
-    from .io import load_file
-
-    path, options = args
+def _load_one(job: tuple[Callable[[str, Any], Any], str, Any]) -> Any:
+    load_file, path, options = job
     return load_file(path, options)
 
 
-def map_files(files: list[str], options, *, executor=None, progress: bool | None = None) -> list:
-    """load_file over ``files``, results in the same order. TracekitErrors propagate unchanged."""
-    jobs = [(f, options) for f in files]
+def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *, executor=None,
+              progress: bool | None = None) -> list:
+    """``load_file(path, options)`` over ``files`` (a module-level function, so that it pickles), results in the
+    same order. TracekitErrors propagate unchanged."""
+    jobs = [(load_file, f, options) for f in files]
     if executor is None:
         executor = "serial" if len(files) == 1 or (os.cpu_count() or 1) == 1 else "process"
     if isinstance(executor, str) and executor.startswith("dask://"):

@@ -21,6 +21,7 @@ from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_st
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
 from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
+from .executors import map_files
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -112,11 +113,9 @@ def _sidecar(name: str) -> bool:
 def load(paths, *, options: LoadOptions | None = None, executor=None, progress: bool | None = None) -> TraceSet:
     """Load every rank's trace. ``executor``: None (a local process pool when there are several files),
     "serial", a ``concurrent.futures`` executor, or a dask ``Client``/"dask://host:port"."""
-    from .executors import map_files
-
     options = options or LoadOptions()
     files = find_traces(paths)
-    results = map_files(files, options, executor=executor, progress=progress)
+    results = map_files(load_file, files, options, executor=executor, progress=progress)
     return assemble(files, results, _manifest_for(paths))
 
 
