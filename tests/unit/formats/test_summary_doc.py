@@ -1,0 +1,196 @@
+"""tracekit.summary/1 read back through tracekit.formats: exact round trips of real summaries, one-line errors for
+every wrong shape, and the schema doc checked against the Structs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import tracekit
+from tests.conftest import gpu_trace
+from tracekit.errors import ConfigError, SummaryFormatError
+from tracekit.formats import core
+from tracekit.formats.documents import read_timeline, read_verdict
+from tracekit.formats.summary import SummaryDoc, as_dict, decode_summary, read_summary
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "summary-schema.md"
+
+
+@pytest.fixture(scope="module")
+def real_summary() -> dict:
+    return tracekit.analyze(tracekit.load(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz"))).to_dict()
+
+
+def _write(tmp_path: Path, data: object, name: str = "s.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(data))  # Python's json: writes NaN/Infinity tokens, as a careless tool would
+    return p
+
+
+def test_a_real_summary_round_trips_exactly(real_summary, tmp_path):
+    p = _write(tmp_path, real_summary)
+    back = as_dict(read_summary(p))
+    assert json.dumps(back) == json.dumps(real_summary)  # same keys, same order, same values, null kept
+
+
+def test_gzip_by_magic_not_by_name(real_summary, tmp_path):
+    p = tmp_path / "summary.json"  # gzip data under a plain name
+    p.write_bytes(gzip.compress(json.dumps(real_summary).encode()))
+    assert as_dict(read_summary(p)) == real_summary
+
+
+def _mutated(summary: dict, edit) -> dict:
+    s = json.loads(json.dumps(summary))
+    edit(s)
+    return s
+
+
+BAD_SHAPES = {
+    "rank is a string": (lambda s: s["ranks"][0].__setitem__("rank", "abc"), "$.ranks[0].rank"),
+    "ranks of strings": (lambda s: s.__setitem__("ranks", ["0", "1"]), "$.ranks[0]"),
+    "layout a list": (lambda s: s["run"].__setitem__("layout", [2, 2]), "$.run.layout"),
+    "no totals": (lambda s: s["ranks"][0].pop("totals"), "totals"),
+    "NaN": (lambda s: s["ranks"][0]["totals"].__setitem__("wall_us", float("nan")), "NaN"),
+    "1e308": (lambda s: s["ranks"][0]["steps"][0].__setitem__("exposed_comm_us", 1e308),
+              "$.ranks[0].steps[0].exposed_comm_us"),
+    "Infinity": (lambda s: s["collectives"][0].__setitem__("dur_us", float("inf")), "Infinity"),
+    "bytes negative huge": (lambda s: s["by_dimension"][0].__setitem__("bytes", -(2**63)), "$.by_dimension[0].bytes"),
+    "wrong schema": (lambda s: s.__setitem__("schema", "tracekit.summary/2"), "tracekit.summary/2"),
+    "schema lookalike": (lambda s: s.__setitem__("schema", "tracekit.summary/10"), "tracekit.summary/10"),
+    "duplicate rank": (lambda s: s["ranks"].append(s["ranks"][0]), "appears twice"),
+    "not an object": (lambda s: s.clear() or s.update({"schema": 5}), "$.schema"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SHAPES))
+def test_wrong_shapes_are_one_line_naming_the_field(real_summary, tmp_path, case):
+    edit, where = BAD_SHAPES[case]
+    p = _write(tmp_path, _mutated(real_summary, edit))
+    with pytest.raises(SummaryFormatError) as err:
+        read_summary(p)
+    msg = str(err.value)
+    assert "\n" not in msg and str(p) in msg and where in msg and "tracekit baseline" in msg
+
+
+def test_minor_revisions_are_accepted(real_summary, tmp_path):
+    p = _write(tmp_path, _mutated(real_summary, lambda s: s.update(schema="tracekit.summary/1.7", new_key=[1])))
+    assert read_summary(p).schema == "tracekit.summary/1.7"
+
+
+def test_nesting_too_deep_is_one_line(tmp_path):
+    p = tmp_path / "deep.json"
+    p.write_text('{"schema": "tracekit.summary/1", "ranks": [], "run": {"manifest": {"a": ' + "[" * 5000 + "]" * 5000
+                 + "}}}")
+    with pytest.raises(SummaryFormatError, match="nested too deeply"):
+        read_summary(p)
+
+
+def test_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "baseline.json"
+    os.mkfifo(fifo)
+    with pytest.raises(SummaryFormatError, match="not a regular file"):
+        read_summary(fifo)  # returns at once: a FIFO is never opened
+    with pytest.raises(SummaryFormatError, match="not a regular file"):
+        read_summary("/dev/zero")
+
+
+def test_inflated_size_is_limited(tmp_path):
+    p = tmp_path / "bomb.json.gz"
+    p.write_bytes(gzip.compress(b'{"schema": "tracekit.summary/1", "ranks": []' + b" " * (8 * 2**20) + b"}"))
+    assert p.stat().st_size < 100_000
+    with pytest.raises(SummaryFormatError, match="more than 1,048,576 bytes"):
+        read_summary(p, max_bytes=2**20)
+    assert read_summary(p).ranks == []  # under the default limit it is a valid (empty) summary
+
+
+def test_truncated_gzip_is_refused(real_summary, tmp_path):
+    data = gzip.compress(json.dumps(real_summary).encode())
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SummaryFormatError):
+        read_summary(p)
+
+
+def test_concatenated_gzip_members(real_summary, tmp_path):
+    text = json.dumps(real_summary).encode()
+    p = tmp_path / "two.json.gz"
+    p.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))
+    assert as_dict(read_summary(p)) == real_summary
+
+
+def test_encode_never_writes_nan():
+    assert core.encode({"a": float("nan"), "b": [float("inf"), 1.5]}) == b'{"a":null,"b":[null,1.5]}'
+
+
+def test_schema_policy():
+    ok = core.schema_accepted
+    assert ok("tracekit.summary/1", "tracekit.summary", 1) and ok("tracekit.summary/1.12", "tracekit.summary", 1)
+    for bad in ("tracekit.summary/2", "tracekit.summary/1.", "tracekit.summary/1.x", "tracekit.summary/11",
+                "tracekit.summary", None, 1, "tracekit.gate/1"):
+        assert not ok(bad, "tracekit.summary", 1), bad
+
+
+def test_decode_accepts_what_the_analyzer_writes_for_an_empty_section():
+    doc = decode_summary(b'{"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": {}}]}')
+    assert as_dict(doc) == {"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": {}}]}
+
+
+# -- verdict and timeline ------------------------------------------------------------------------------------------
+
+def test_verdict_and_timeline_shapes(tmp_path):
+    good = {"schema": "tracekit.gate/1", "passed": False, "checks": [
+        {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
+         "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="}]}
+    assert read_verdict(_write(tmp_path, good)) == good
+    plain = {"passed": True, "baseline": "b.json", "checks": [{"name": "x", "value": 1.0, "baseline": 2.0,
+                                                               "budget": "x<=3", "passed": True, "message": ""}]}
+    assert read_verdict(_write(tmp_path, plain)) == plain
+    for bad, where in (({**good, "passed": "yes"}, "$.passed"), ({**good, "schema": "tracekit.gate/9"}, "gate/9"),
+                       ({**good, "checks": [{"passed": True, "limit": float("nan")}]}, "NaN")):
+        with pytest.raises(ConfigError, match=re.escape(where)):
+            read_verdict(_write(tmp_path, bad))
+    tl = {"schema": "tracekit.timeline/1", "ranks": [{"rank": 0, "step": 1, "window_us": [0.0, 5.0],
+                                                      "intervals": [[0.0, 1.0, "compute"], [1.0, 2.0, "exposed"]]}]}
+    assert read_timeline(_write(tmp_path, tl)) == tl
+    for bad, where in (({**tl, "ranks": [{"rank": 0, "intervals": [[0, 1, "gpu"]]}]}, "$.ranks[0].intervals[0][2]"),
+                       ({**tl, "ranks": [{"rank": 0, "intervals": [[2, 1, "compute"]]}]}, "ends before it starts"),
+                       ({**tl, "ranks": {"0": []}}, "$.ranks")):
+        with pytest.raises(ConfigError, match=re.escape(where)):
+            read_timeline(_write(tmp_path, bad))
+
+
+# -- the schema doc and the Structs say the same ----------------------------------------------------------------
+
+def _struct_keys(t: object, out: set[str]) -> None:
+    """Every field name reachable from a Struct type (through lists, unions, nested Structs)."""
+    info = msgspec.inspect.type_info(t)
+    stack = [info]
+    while stack:
+        i = stack.pop()
+        if isinstance(i, msgspec.inspect.StructType):
+            for f in i.fields:
+                if f.name not in out:
+                    out.add(f.name)
+                    stack.append(f.type)
+        elif isinstance(i, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
+            stack.append(getattr(i, "item_type", None) or i.value_type)
+        elif isinstance(i, msgspec.inspect.UnionType):
+            stack.extend(i.types)
+
+
+def test_summary_schema_doc_matches_the_structs():
+    block = DOCS.read_text(encoding="utf-8").split("```json", 1)[1].split("```", 1)[0]
+    # the free-form sub-documents (layout, activation memory) have keys of their own, documented elsewhere
+    block = re.sub(r'"layout": \{[^}]*\}', '"layout": {}', block)
+    block = re.sub(r'"activation_memory": \{.*?\n(?=  "warnings")', '"activation_memory": {}\n', block, flags=re.S)
+    documented = set(re.findall(r'"([a-z_]+)":', block))
+    declared: set[str] = set()
+    _struct_keys(SummaryDoc, declared)
+    declared -= {"timeline"}  # accepted from `report --summary` inputs, never written by the analyzer
+    assert documented == declared, documented ^ declared

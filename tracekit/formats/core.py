@@ -1,0 +1,122 @@
+"""Reading and writing tracekit's own documents: one decoder and one encoder for all of them.
+
+Every document (summary, gate verdict, timeline, ...) is a typed msgspec Struct with a schema string
+``tracekit.<name>/<major>``. Decoding goes through :func:`decode` (bytes) or :func:`read` (a file), which
+
+- accept the major version they know and any minor revision of it (``tracekit.summary/1`` and
+  ``tracekit.summary/1.3``), and refuse every other schema with a line that says how to produce the right one;
+- refuse ``NaN`` and ``Infinity`` (not JSON; Python's json writes them), numbers out of a field's range and
+  documents nested deeper than the interpreter can decode, as one line naming the file and the field;
+- read regular files only, inflate ``.gz`` (by magic bytes, not the name) as the bytes stream, and stop at a size
+  limit instead of exhausting memory.
+
+:func:`encode` never writes NaN: non-finite floats become ``null``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..errors import TracekitError
+
+T = TypeVar("T")
+
+# Documents are small next to traces: a 5 M-event summary is under 1 GB. Raise with TRACEKIT_MAX_DOCUMENT_BYTES.
+DEFAULT_MAX_DOCUMENT_BYTES = int(os.environ.get("TRACEKIT_MAX_DOCUMENT_BYTES") or 2**30)
+_CHUNK = 4 * 2**20
+
+
+def schema_accepted(value: object, family: str, major: int) -> bool:
+    """The version policy, in one place: ``family/major`` itself or any minor revision ``family/major.x``."""
+    if not isinstance(value, str) or not value.startswith(f"{family}/"):
+        return False
+    version = value[len(family) + 1:]
+    head, _, minor = version.partition(".")
+    return head == str(major) and (not _ or minor.isdigit())
+
+
+def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str) -> T:
+    """``data`` as ``type_``; any fault is ``error`` with one line: the source, what is wrong and where (the
+    JSON path msgspec reports, e.g. ``$.ranks[0].rank``), and ``fix``."""
+    try:
+        return msgspec.json.decode(data, type=type_)
+    except msgspec.ValidationError as exc:
+        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
+    except msgspec.DecodeError as exc:
+        raise error(f"{source}: not valid JSON ({_one_line(exc)}; NaN and Infinity are not JSON); {fix}") from None
+    except RecursionError:
+        raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
+
+
+def read(path: str | os.PathLike, type_: type[T], *, error: type[TracekitError], fix: str,
+         max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> T:
+    """The document in the file at ``path`` (plain or gzip JSON) as ``type_``."""
+    return decode(read_bytes(path, error=error, max_bytes=max_bytes), type_, source=os.fspath(path), error=error,
+                  fix=fix)
+
+
+def read_bytes(path: str | os.PathLike, *, error: type[TracekitError], max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+               ) -> bytes:
+    """A regular file's bytes, gzip inflated chunk by chunk, refused past ``max_bytes`` (inflated)."""
+    name = os.fspath(path)
+    try:
+        st = os.stat(name)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{name}: not a regular file (a FIFO, device, socket or directory); give a JSON file")
+        with open(name, "rb", opener=_nonblocking) as fh:
+            return _inflate(fh, name, error, max_bytes)
+    except OSError as exc:
+        raise error(f"{name}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
+
+
+def _nonblocking(name: str, flags: int) -> int:
+    """Open without blocking, so a file that became a FIFO after the check cannot hang the read."""
+    return os.open(name, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int) -> bytes:
+    data = fh.read(_CHUNK)
+    gz = data[:2] == b"\x1f\x8b"
+    out = bytearray()
+    d = None
+    while data:
+        if not gz:
+            out += data
+        else:
+            d = d or zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                out += d.decompress(data, max_bytes + 1 - len(out))
+            except zlib.error as exc:
+                raise error(f"{name}: corrupt gzip data ({exc}); re-copy the file") from None
+        if len(out) > max_bytes:
+            raise error(f"{name}: more than {max_bytes:,} bytes (inflated); not a tracekit document, or raise the "
+                        "limit with TRACEKIT_MAX_DOCUMENT_BYTES")
+        if d is not None and d.eof:  # the next bytes, if any, are another gzip member
+            data, d = d.unused_data, None
+        elif d is not None and d.unconsumed_tail:
+            data = d.unconsumed_tail
+        else:
+            data = b""
+        data = data or fh.read(_CHUNK)
+    if d is not None and not d.eof:
+        raise error(f"{name}: the gzip data ends early (a truncated copy?); re-copy the file")
+    return bytes(out)
+
+
+def encode(obj: Any) -> bytes:
+    """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``."""
+    return msgspec.json.encode(obj)
+
+
+def to_builtins(obj: Any) -> Any:
+    """A Struct as dicts and lists, fields left at their defaults omitted (so absent stays absent)."""
+    return msgspec.to_builtins(obj)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,105 @@
+"""The smaller documents ``tracekit report`` reads beside a summary: the gate's verdict (``tracekit.gate/1``, what
+``tracekit check --json`` writes) and the timeline (``tracekit.timeline/1``, what ``analyze --timeline-out``
+writes). docs/report-inputs.md describes both."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..errors import ConfigError
+from . import core
+from .summary import Int, Num, Rank
+
+VERDICT_FAMILY, VERDICT_MAJOR = "tracekit.gate", 1
+TIMELINE_FAMILY, TIMELINE_MAJOR = "tracekit.timeline", 1
+VERDICT_SCHEMA = f"{VERDICT_FAMILY}/{VERDICT_MAJOR}"
+TIMELINE_SCHEMA = f"{TIMELINE_FAMILY}/{TIMELINE_MAJOR}"
+
+
+class _Doc(msgspec.Struct, kw_only=True):
+    pass
+
+
+class StatDoc(_Doc, kw_only=True):
+    """A gate statistic over steps (tracekit.gate.stats.Stat.to_dict)."""
+
+    median: Num | None | UnsetType = UNSET
+    min: Num | None | UnsetType = UNSET
+    max: Num | None | UnsetType = UNSET
+    q1: Num | None | UnsetType = UNSET
+    q3: Num | None | UnsetType = UNSET
+    samples: Int | None | UnsetType = UNSET
+    basis: str | None | UnsetType = UNSET
+
+
+class CheckDoc(_Doc, kw_only=True):
+    """One check of a verdict: the gate's own form, or the plain documented form (value/baseline/budget)."""
+
+    kind: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    passed: bool
+    message: str | UnsetType = UNSET
+    metric: str | UnsetType = UNSET
+    scope: str | UnsetType = UNSET
+    baseline: StatDoc | Num | str | None | UnsetType = UNSET
+    current: StatDoc | Num | None | UnsetType = UNSET
+    value: Num | str | None | UnsetType = UNSET
+    limit: Num | None | UnsetType = UNSET
+    op: str | UnsetType = UNSET
+    change: Num | None | UnsetType = UNSET
+    budget: str | None | UnsetType = UNSET
+
+
+class VerdictDoc(_Doc, kw_only=True):
+    schema: str | UnsetType = UNSET
+    passed: bool
+    current: str | UnsetType = UNSET
+    baseline: str | None | UnsetType = UNSET
+    run: dict[str, Any] | UnsetType = UNSET
+    notes: list[str] | UnsetType = UNSET
+    warnings: list[str] | UnsetType = UNSET
+    checks: list[CheckDoc] = []
+
+
+Interval = tuple[Num, Num, Literal["compute", "hidden", "exposed"]]
+
+
+class TimelineRank(_Doc, kw_only=True):
+    rank: Rank
+    step: Int | None | UnsetType = UNSET
+    window_us: Annotated[list[Num], msgspec.Meta(max_length=2)] | UnsetType = UNSET
+    intervals: list[Interval] = []
+
+
+class TimelineDoc(_Doc, kw_only=True):
+    schema: str
+    ranks: list[TimelineRank] = []
+
+
+def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
+    fix = "pass the file `tracekit check --json FILE` wrote"
+    doc = core.read(path, VerdictDoc, error=ConfigError, fix=fix)
+    if doc.schema is not UNSET and not core.schema_accepted(doc.schema, VERDICT_FAMILY, VERDICT_MAJOR):
+        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {fix}")
+    return core.to_builtins(doc)
+
+
+def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
+    fix = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
+    doc = core.read(path, TimelineDoc, error=ConfigError, fix=fix)
+    if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
+        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
+    for r in doc.ranks:
+        for iv in r.intervals:
+            if not iv[1] >= iv[0]:
+                raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
+                                  f"{fix}")
+    out = core.to_builtins(doc)
+    for r in out["ranks"]:
+        if "intervals" in r:
+            r["intervals"] = [list(iv) for iv in r["intervals"]]
+    return out
