@@ -8,7 +8,7 @@ from ..errors import ConfigError
 from ..reports import get_reporter
 from ..reports.safe_text import printable
 from ..reports.timeline import DEFAULT_MAX_EVENTS
-from ._analysis import analysis_from_traces, analysis_options, read_json
+from ._analysis import analysis_from_traces, analysis_options
 
 
 @click.command()
@@ -29,14 +29,17 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     """Write a report of the traces (files or directories) in PATHS."""
     if bool(paths) == bool(summary_path):
         raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
-    timeline = read_json(timeline_path, "timeline") if timeline_path else None
+    from ..formats.documents import read_timeline, read_verdict
+    from ..formats.summary import as_dict, read_summary
+
+    timeline = read_timeline(timeline_path) if timeline_path else None
     if summary_path:
-        summary = read_json(summary_path, "summary")
+        summary = as_dict(read_summary(summary_path, error=ConfigError))
     else:
         result = analysis_from_traces(paths, **analysis)
         summary = result.to_dict()
         timeline = timeline if timeline is not None else result.timeline()
-    verdict = read_json(verdict_path, "verdict") if verdict_path else None
+    verdict = read_verdict(verdict_path) if verdict_path else None
     done = get_reporter(fmt, out).render(summary, out, timeline=timeline, verdict=verdict,
                                          max_timeline_events=max_timeline_events)
     for note in done.notes:

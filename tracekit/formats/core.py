@@ -15,6 +15,8 @@ Every document (summary, gate verdict, timeline, ...) is a typed msgspec Struct 
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import stat
 import zlib
@@ -40,12 +42,25 @@ def schema_accepted(value: object, family: str, major: int) -> bool:
     return head == str(major) and (not _ or minor.isdigit())
 
 
-def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str) -> T:
+class _Schema(msgspec.Struct):
+    schema: Any = None
+
+
+def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
+           schema: tuple[str, int] | None = None) -> T:
     """``data`` as ``type_``; any fault is ``error`` with one line: the source, what is wrong and where (the
-    JSON path msgspec reports, e.g. ``$.ranks[0].rank``), and ``fix``."""
+    JSON path msgspec reports, e.g. ``$.ranks[0].rank``), and ``fix``. With ``schema=(family, major)``, a
+    document whose ``schema`` is not accepted is refused first, under that name."""
     try:
         return msgspec.json.decode(data, type=type_)
     except msgspec.ValidationError as exc:
+        if schema is not None:
+            try:
+                found = msgspec.json.decode(data, type=_Schema).schema
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                found = None
+            if not schema_accepted(found, *schema):
+                raise error(f"{source}: schema is {found!r}, expected {schema[0]}/{schema[1]!r}; {fix}") from None
         raise error(f"{source}: {_one_line(exc)}; {fix}") from None
     except msgspec.DecodeError as exc:
         raise error(f"{source}: not valid JSON ({_one_line(exc)}; NaN and Infinity are not JSON); {fix}") from None
@@ -54,22 +69,23 @@ def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitErro
 
 
 def read(path: str | os.PathLike, type_: type[T], *, error: type[TracekitError], fix: str,
-         max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> T:
+         max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, schema: tuple[str, int] | None = None) -> T:
     """The document in the file at ``path`` (plain or gzip JSON) as ``type_``."""
     return decode(read_bytes(path, error=error, max_bytes=max_bytes), type_, source=os.fspath(path), error=error,
-                  fix=fix)
+                  fix=fix, schema=schema)
 
 
-def read_bytes(path: str | os.PathLike, *, error: type[TracekitError], max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
-               ) -> bytes:
-    """A regular file's bytes, gzip inflated chunk by chunk, refused past ``max_bytes`` (inflated)."""
+def read_bytes(path: str | os.PathLike, *, error: type[TracekitError], max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+               limit_read: int | None = None) -> bytes:
+    """A regular file's bytes, gzip inflated chunk by chunk, refused past ``max_bytes`` (inflated). With
+    ``limit_read``: only the first ``limit_read`` inflated bytes (to sniff what a file is), never refused."""
     name = os.fspath(path)
     try:
         st = os.stat(name)
         if not stat.S_ISREG(st.st_mode):
             raise error(f"{name}: not a regular file (a FIFO, device, socket or directory); give a JSON file")
         with open(name, "rb", opener=_nonblocking) as fh:
-            return _inflate(fh, name, error, max_bytes)
+            return _inflate(fh, name, error, max_bytes, limit_read)
     except OSError as exc:
         raise error(f"{name}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
 
@@ -79,8 +95,8 @@ def _nonblocking(name: str, flags: int) -> int:
     return os.open(name, flags | getattr(os, "O_NONBLOCK", 0))
 
 
-def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int) -> bytes:
-    data = fh.read(_CHUNK)
+def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int, limit_read: int | None) -> bytes:
+    data = fh.read(_CHUNK if limit_read is None else min(_CHUNK, limit_read))
     gz = data[:2] == b"\x1f\x8b"
     out = bytearray()
     d = None
@@ -93,6 +109,8 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int) -> bytes
                 out += d.decompress(data, max_bytes + 1 - len(out))
             except zlib.error as exc:
                 raise error(f"{name}: corrupt gzip data ({exc}); re-copy the file") from None
+        if limit_read is not None and len(out) >= limit_read:
+            return bytes(out[:limit_read])
         if len(out) > max_bytes:
             raise error(f"{name}: more than {max_bytes:,} bytes (inflated); not a tracekit document, or raise the "
                         "limit with TRACEKIT_MAX_DOCUMENT_BYTES")
@@ -103,9 +121,25 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int) -> bytes
         else:
             data = b""
         data = data or fh.read(_CHUNK)
-    if d is not None and not d.eof:
+    if d is not None and not d.eof and limit_read is None:
         raise error(f"{name}: the gzip data ends early (a truncated copy?); re-copy the file")
     return bytes(out)
+
+
+def dumps(obj: Any, indent: int | None = 1) -> str:
+    """JSON text as ``json.dumps(obj, indent=indent)`` writes it, except that NaN and ±Infinity become ``null``
+    (Python's json writes the tokens ``NaN``/``Infinity``, which no JSON parser accepts)."""
+    return json.dumps(_finite(obj), indent=indent, allow_nan=False)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def encode(obj: Any) -> bytes:

@@ -82,7 +82,7 @@ class TimelineDoc(_Doc, kw_only=True):
 
 def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
     fix = "pass the file `tracekit check --json FILE` wrote"
-    doc = core.read(path, VerdictDoc, error=ConfigError, fix=fix)
+    doc = core.read(path, VerdictDoc, error=ConfigError, fix=fix)  # the plain form has no schema
     if doc.schema is not UNSET and not core.schema_accepted(doc.schema, VERDICT_FAMILY, VERDICT_MAJOR):
         raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {fix}")
     return core.to_builtins(doc)
@@ -90,7 +90,7 @@ def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
 
 def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
     fix = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
-    doc = core.read(path, TimelineDoc, error=ConfigError, fix=fix)
+    doc = core.read(path, TimelineDoc, error=ConfigError, fix=fix, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
     if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
         raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
     for r in doc.ranks:

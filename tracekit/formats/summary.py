@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..errors import SummaryFormatError
+from ..errors import SummaryFormatError, TracekitError
 from . import core
 
 FAMILY = "tracekit.summary"
@@ -170,22 +170,25 @@ class SummaryDoc(_Doc, kw_only=True):
 
 
 def decode_summary(data: bytes, source: str = "<summary>") -> SummaryDoc:
-    doc = core.decode(data, SummaryDoc, source=source, error=SummaryFormatError, fix=FIX)
+    doc = core.decode(data, SummaryDoc, source=source, error=SummaryFormatError, fix=FIX, schema=(FAMILY, MAJOR))
     return _checked(doc, source)
 
 
-def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES) -> SummaryDoc:
-    doc = core.read(path, SummaryDoc, error=SummaryFormatError, fix=FIX, max_bytes=max_bytes)
-    return _checked(doc, os.fspath(path))
+def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,
+                 error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
+    """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
+    the file as an option: ConfigError)."""
+    doc = core.read(path, SummaryDoc, error=error, fix=FIX, max_bytes=max_bytes, schema=(FAMILY, MAJOR))
+    return _checked(doc, os.fspath(path), error)
 
 
-def _checked(doc: SummaryDoc, source: str) -> SummaryDoc:
+def _checked(doc: SummaryDoc, source: str, error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
     if not core.schema_accepted(doc.schema, FAMILY, MAJOR):
-        raise SummaryFormatError(f"{source}: schema is {doc.schema!r}, expected {SCHEMA!r}; {FIX}")
+        raise error(f"{source}: schema is {doc.schema!r}, expected {SCHEMA!r}; {FIX}")
     seen: set[int] = set()
     for r in doc.ranks:
         if r.rank in seen:
-            raise SummaryFormatError(f"{source}: rank {r.rank} appears twice in `ranks`; {FIX}")
+            raise error(f"{source}: rank {r.rank} appears twice in `ranks`; {FIX}")
         seen.add(r.rank)
     return doc
 

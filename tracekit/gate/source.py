@@ -1,29 +1,26 @@
-"""Where a summary comes from: a `tracekit.summary/1` JSON file, or traces (a directory of per-rank Kineto
-traces, or one trace file) that are loaded with ``tracekit.loader.io.load`` and analysed with
-``tracekit.analyze``."""
+"""Where a summary comes from: a `tracekit.summary/1` JSON file (read and validated by tracekit.formats), or
+traces (a directory of per-rank Kineto traces, or one trace file) that the loader reads and ``tracekit.analyze``
+analyses. Only the loader reads trace files: a file is told apart by its first bytes, never parsed twice."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import SummaryFormatError
+from ..formats import core
+from ..formats.summary import as_dict, read_summary
 from .summary import Summary
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
+_SNIFF_BYTES = 2**20
 
 
-def _read_json(path: Path) -> Any:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError, EOFError) as exc:
-        raise SummaryFormatError(f"{path}: not readable as JSON ({exc}); give a tracekit summary "
-                                 "or a trace directory") from None
+def _is_trace(path: Path) -> bool:
+    """A Kineto trace names ``traceEvents`` near its start (after the header); a summary never does."""
+    head = core.read_bytes(path, error=SummaryFormatError, limit_read=_SNIFF_BYTES)
+    return b'"traceEvents"' in head
 
 
 def summary_from_traces(path: Path) -> Mapping[str, Any]:
@@ -39,16 +36,11 @@ def load_summary(path: str | Path) -> Summary:
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
-    if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES):
+    if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
         return Summary(summary_from_traces(p), str(p))
-    data = _read_json(p)
-    if isinstance(data, Mapping) and "traceEvents" in data:
-        return Summary(summary_from_traces(p), str(p))
-    if not isinstance(data, Mapping):
-        raise SummaryFormatError(f"{p}: a JSON {type(data).__name__}, not a tracekit summary object")
-    return Summary(data, str(p))
+    return Summary(as_dict(read_summary(p)), str(p))
 
 
 def write_summary(summary: Summary, path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(summary.data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    Path(path).write_text(core.dumps(summary.data, indent=1) + "\n", encoding="utf-8")

@@ -64,7 +64,8 @@ BAD_SHAPES = {
     "wrong schema": (lambda s: s.__setitem__("schema", "tracekit.summary/2"), "tracekit.summary/2"),
     "schema lookalike": (lambda s: s.__setitem__("schema", "tracekit.summary/10"), "tracekit.summary/10"),
     "duplicate rank": (lambda s: s["ranks"].append(s["ranks"][0]), "appears twice"),
-    "not an object": (lambda s: s.clear() or s.update({"schema": 5}), "$.schema"),
+    "schema not a string": (lambda s: s.clear() or s.update({"schema": 5}), "schema is 5"),
+    "a list, not an object": (lambda s: s.clear() or s.update({"schema": "tracekit.summary/1", "ranks": {}}), "$.ranks"),
 }
 
 
