@@ -42,28 +42,33 @@ def schema_accepted(value: object, family: str, major: int) -> bool:
     return head == str(major) and (not _ or minor.isdigit())
 
 
-class _Schema(msgspec.Struct):
-    schema: Any = None
-
-
 def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
            schema: tuple[str, int] | None = None) -> T:
     """``data`` as ``type_``; any fault is ``error`` with one line: the source, what is wrong and where (the
     JSON path msgspec reports, e.g. ``$.ranks[0].rank``), and ``fix``. With ``schema=(family, major)``, a
     document whose ``schema`` is not accepted is refused first, under that name."""
+    return decode_with_raw(data, type_, source=source, error=error, fix=fix, schema=schema)[0]
+
+
+def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
+                    schema: tuple[str, int] | None = None) -> tuple[T, Any]:
+    """As :func:`decode`, and also the document as plain builtins exactly as the file has it (absent keys
+    absent), validated by the same Struct: for a reader that must write the document back unchanged."""
     try:
-        return msgspec.json.decode(data, type=type_)
-    except msgspec.ValidationError as exc:
-        if schema is not None:
-            try:
-                found = msgspec.json.decode(data, type=_Schema).schema
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-                found = None
-            if not schema_accepted(found, *schema):
-                raise error(f"{source}: schema is {found!r}, expected {schema[0]}/{schema[1]!r}; {fix}") from None
-        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
+        raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise error(f"{source}: not valid JSON ({_one_line(exc)}; NaN and Infinity are not JSON); {fix}") from None
+    except msgspec.ValidationError as exc:  # a number no float holds, such as 1e400
+        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
+    except RecursionError:
+        raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
+    try:
+        return msgspec.convert(raw, type_), raw
+    except msgspec.ValidationError as exc:
+        found = raw.get("schema") if isinstance(raw, dict) else None
+        if schema is not None and not schema_accepted(found, *schema):
+            raise error(f"{source}: schema is {found!r}, expected {schema[0]}/{schema[1]!r}; {fix}") from None
+        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
     except RecursionError:
         raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
 

@@ -33,138 +33,156 @@ Rank = Annotated[int, msgspec.Meta(ge=-1, le=2**31)]
 
 
 class _Doc(msgspec.Struct, kw_only=True):
-    """Base of every section. Optional fields default to UNSET, so a field absent from the file stays absent
-    and a null stays null when the document is turned back into builtins."""
+    """Base of every section. What the analyzer always writes is required and never null; the rest takes its
+    default when absent (numbers null, names "", lists and maps empty; the run's identity fields null = "not
+    recorded"), so every reader sees every key. The optional sections (``activation_memory``, ``timeline``)
+    stay absent."""
+
+
+class Totals(_Doc, kw_only=True):
+    """A rank's figures summed over its steps (``ranks[].totals``). What the analyzer always writes is required
+    and never null; ``overlap_ratio`` is null where there is no communication to overlap."""
+
+    wall_us: Num
+    compute_us: Num
+    comm_us: Num
+    hidden_comm_us: Num
+    exposed_comm_us: Num
+    overlap_ratio: Num | None = None
+    idle_us: Num | None = None
+    memcpy_us: Num | None = None
+    memset_us: Num | None = None
+    multi_stream_comm_us: Num | None = None
 
 
 class StepFigures(_Doc, kw_only=True):
-    """One step's figures (``ranks[].steps[]``) or their sums (``ranks[].totals``, without ``step``)."""
+    """One step's figures (``ranks[].steps[]``): the fields of Totals after ``step``, in the analyzer's order."""
 
-    step: Int | None | UnsetType = UNSET
-    wall_us: Num | None | UnsetType = UNSET
-    compute_us: Num | None | UnsetType = UNSET
-    comm_us: Num | None | UnsetType = UNSET
-    hidden_comm_us: Num | None | UnsetType = UNSET
-    exposed_comm_us: Num | None | UnsetType = UNSET
-    overlap_ratio: Num | None | UnsetType = UNSET
-    idle_us: Num | None | UnsetType = UNSET
-    memcpy_us: Num | None | UnsetType = UNSET
-    memset_us: Num | None | UnsetType = UNSET
-    multi_stream_comm_us: Num | None | UnsetType = UNSET
+    step: Int
+    wall_us: Num
+    compute_us: Num
+    comm_us: Num
+    hidden_comm_us: Num
+    exposed_comm_us: Num
+    overlap_ratio: Num | None = None
+    idle_us: Num | None = None
+    memcpy_us: Num | None = None
+    memset_us: Num | None = None
+    multi_stream_comm_us: Num | None = None
 
 
 class StreamFigures(_Doc, kw_only=True):
     stream: Int | str
-    comm_us: Num | None | UnsetType = UNSET
-    hidden_comm_us: Num | None | UnsetType = UNSET
-    exposed_comm_us: Num | None | UnsetType = UNSET
+    comm_us: Num
+    hidden_comm_us: Num
+    exposed_comm_us: Num
 
 
 class RankSection(_Doc, kw_only=True):
     rank: Rank
-    steps: list[StepFigures] | UnsetType = UNSET
-    totals: StepFigures
-    streams: list[StreamFigures] | UnsetType = UNSET
-    wait_us: Num | None | UnsetType = UNSET
+    steps: list[StepFigures] = []
+    totals: Totals
+    streams: list[StreamFigures] = []
+    wait_us: Num | None = None
 
 
 class RunSection(_Doc, kw_only=True):
-    world_size: Annotated[int, msgspec.Meta(ge=0, le=2**31)] | None | UnsetType = UNSET
-    backend: str | None | UnsetType = UNSET
-    device_type: str | None | UnsetType = UNSET
-    layout: dict[str, Int | bool | str] | UnsetType = UNSET
-    workload: str | None | UnsetType = UNSET
-    ranks: list[Rank] | UnsetType = UNSET
-    sources: list[str] | UnsetType = UNSET
-    manifest: dict[str, Any] | UnsetType = UNSET
+    world_size: Annotated[int, msgspec.Meta(ge=0, le=2**31)] | None = None
+    backend: str | None = None
+    device_type: str | None = None
+    layout: dict[str, Int | bool | str] = {}
+    workload: str | None = None
+    ranks: list[Rank] = []
+    sources: list[str] = []
+    manifest: dict[str, Any] = {}
 
 
 class DimensionRow(_Doc, kw_only=True):
     dimension: str
     op: str
-    count: Int | UnsetType = UNSET
-    bytes: Int | UnsetType = UNSET
-    comm_us: Num | None | UnsetType = UNSET
-    hidden_comm_us: Num | None | UnsetType = UNSET
-    exposed_comm_us: Num | None | UnsetType = UNSET
-    wait_us: Num | None | UnsetType = UNSET
-    transfer_us: Num | None | UnsetType = UNSET
-    busbw_gbps: Num | None | UnsetType = UNSET
+    count: Int
+    bytes: Int = 0
+    comm_us: Num
+    hidden_comm_us: Num
+    exposed_comm_us: Num
+    wait_us: Num | None = None
+    transfer_us: Num | None = None
+    busbw_gbps: Num | None = None
 
 
 class GroupRow(_Doc, kw_only=True):
     pg_name: str
-    pg_desc: str | UnsetType = UNSET
-    dimension: str | UnsetType = UNSET
-    ranks: list[Rank] | UnsetType = UNSET
-    count: Int | UnsetType = UNSET
-    bytes: Int | UnsetType = UNSET
-    comm_us: Num | None | UnsetType = UNSET
-    hidden_comm_us: Num | None | UnsetType = UNSET
-    exposed_comm_us: Num | None | UnsetType = UNSET
-    wait_us: Num | None | UnsetType = UNSET
-    transfer_us: Num | None | UnsetType = UNSET
+    pg_desc: str = ""
+    dimension: str = ""
+    ranks: list[Rank] = []
+    count: Int
+    bytes: Int = 0
+    comm_us: Num
+    hidden_comm_us: Num
+    exposed_comm_us: Num
+    wait_us: Num | None = None
+    transfer_us: Num | None = None
 
 
 class CollectiveRow(_Doc, kw_only=True):
     rank: Rank
-    step: Int | None | UnsetType = UNSET
-    op: str | UnsetType = UNSET
-    pg_name: str | UnsetType = UNSET
-    pg_desc: str | UnsetType = UNSET
-    dimension: str | UnsetType = UNSET
-    seq: Int | None | UnsetType = UNSET
-    stream: Int | str | None | UnsetType = UNSET
-    name: str | UnsetType = UNSET
-    start_us: Num | None | UnsetType = UNSET
-    dur_us: Num | None | UnsetType = UNSET
-    bytes: Int | UnsetType = UNSET
-    hidden_us: Num | None | UnsetType = UNSET
-    exposed_us: Num | None | UnsetType = UNSET
-    wait_us: Num | None | UnsetType = UNSET
-    transfer_us: Num | None | UnsetType = UNSET
-    skew_us: Num | None | UnsetType = UNSET
-    algbw_gbps: Num | None | UnsetType = UNSET
-    busbw_gbps: Num | None | UnsetType = UNSET
+    step: Int
+    op: str = ""
+    pg_name: str = ""
+    pg_desc: str = ""
+    dimension: str = ""
+    seq: Int | None = None
+    stream: Int | str | None = None
+    name: str = ""
+    start_us: Num
+    dur_us: Num
+    bytes: Int = 0
+    hidden_us: Num
+    exposed_us: Num
+    wait_us: Num | None = None
+    transfer_us: Num | None = None
+    skew_us: Num | None = None
+    algbw_gbps: Num | None = None
+    busbw_gbps: Num | None = None
 
 
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
-    offset_us: Num | None | UnsetType = UNSET
-    spread_us: Num | None | UnsetType = UNSET
-    matched: Int | UnsetType = UNSET
-    method: str | UnsetType = UNSET
+    offset_us: Num
+    spread_us: Num
+    matched: Int = 0
+    method: str = ""
 
 
 class Straggler(_Doc, kw_only=True):
     rank: Rank
-    last_arrivals: Int | UnsetType = UNSET
-    instances: Int | UnsetType = UNSET
-    mean_lateness_us: Num | None | UnsetType = UNSET
-    total_caused_wait_us: Num | None | UnsetType = UNSET
+    last_arrivals: Int
+    instances: Int
+    mean_lateness_us: Num
+    total_caused_wait_us: Num
 
 
 class UnrecognisedKernel(_Doc, kw_only=True):
     name: str
-    count: Int | UnsetType = UNSET
-    total_us: Num | None | UnsetType = UNSET
-    streams: list[Int | str] | UnsetType = UNSET
+    count: Int
+    total_us: Num
+    streams: list[Int | str] = []
 
 
 class SummaryDoc(_Doc, kw_only=True):
     """The whole ``tracekit.summary/1`` document."""
 
     schema: str
-    tracekit_version: str | UnsetType = UNSET
-    run: RunSection | UnsetType = UNSET
+    tracekit_version: str = ""
+    run: RunSection = msgspec.field(default_factory=RunSection)
     ranks: list[RankSection]
-    by_dimension: list[DimensionRow] | UnsetType = UNSET
-    by_process_group: list[GroupRow] | UnsetType = UNSET
-    collectives: list[CollectiveRow] | UnsetType = UNSET
-    clock_offsets: list[ClockOffset] | UnsetType = UNSET
-    stragglers: list[Straggler] | UnsetType = UNSET
-    unrecognised_kernels: list[UnrecognisedKernel] | UnsetType = UNSET
-    warnings: list[str] | UnsetType = UNSET
+    by_dimension: list[DimensionRow] = []
+    by_process_group: list[GroupRow] = []
+    collectives: list[CollectiveRow] = []
+    clock_offsets: list[ClockOffset] = []
+    stragglers: list[Straggler] = []
+    unrecognised_kernels: list[UnrecognisedKernel] = []
+    warnings: list[str] = []
     activation_memory: dict[str, Any] | None | UnsetType = UNSET
     timeline: dict[str, Any] | None | UnsetType = UNSET
 
@@ -178,8 +196,17 @@ def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCU
                  error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
     """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
     the file as an option: ConfigError)."""
-    doc = core.read(path, SummaryDoc, error=error, fix=FIX, max_bytes=max_bytes, schema=(FAMILY, MAJOR))
-    return _checked(doc, os.fspath(path), error)
+    return read_summary_as_written(path, max_bytes, error)[0]
+
+
+def read_summary_as_written(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,
+                            error: type[TracekitError] = SummaryFormatError) -> tuple[SummaryDoc, dict[str, Any]]:
+    """The validated summary, and the same document as the file has it (absent keys absent): what
+    ``tracekit baseline`` writes back unchanged and the gate reads."""
+    data = core.read_bytes(path, error=error, max_bytes=max_bytes)
+    doc, raw = core.decode_with_raw(data, SummaryDoc, source=os.fspath(path), error=error, fix=FIX,
+                                    schema=(FAMILY, MAJOR))
+    return _checked(doc, os.fspath(path), error), raw
 
 
 def _checked(doc: SummaryDoc, source: str, error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import SummaryFormatError
 from ..formats import core
-from ..formats.summary import as_dict, read_summary
+from ..formats.summary import read_summary_as_written
 from .summary import Summary
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
@@ -38,7 +38,7 @@ def load_summary(path: str | Path) -> Summary:
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
         return Summary(summary_from_traces(p), str(p))
-    return Summary(as_dict(read_summary(p)), str(p))
+    return Summary(read_summary_as_written(p)[1], str(p))
 
 
 def write_summary(summary: Summary, path: str | Path) -> None:

@@ -137,9 +137,14 @@ def test_schema_policy():
         assert not ok(bad, "tracekit.summary", 1), bad
 
 
-def test_decode_accepts_what_the_analyzer_writes_for_an_empty_section():
-    doc = decode_summary(b'{"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": {}}]}')
-    assert as_dict(doc) == {"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": {}}]}
+def test_absent_keys_take_their_defaults_so_every_reader_sees_every_key():
+    doc = as_dict(decode_summary(b'{"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": '
+                                 b'{"wall_us": 1, "compute_us": 0, "comm_us": 0, "hidden_comm_us": 0, '
+                                 b'"exposed_comm_us": 0}}]}'))
+    assert doc["tracekit_version"] == "" and doc["collectives"] == [] and doc["warnings"] == []
+    assert doc["run"]["device_type"] is None and doc["run"]["layout"] == {}  # identity: "not recorded"
+    assert doc["ranks"][0]["steps"] == [] and doc["ranks"][0]["totals"]["idle_us"] is None
+    assert "activation_memory" not in doc and "timeline" not in doc  # optional sections stay absent
 
 
 # -- verdict and timeline ------------------------------------------------------------------------------------------
