@@ -12,10 +12,11 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError, TracekitError
 from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
-from ..model.layout import LayoutError, ParallelLayout
+from ..model.layout import CpKind, LayoutError, ParallelLayout
 from ..model.traceset import TraceSet
 from .memory import ActivationComparison, compare_activation_memory
 from .memory_model import DTYPE_BYTES, MemoryConfig
@@ -66,8 +67,8 @@ def read_result(path: str) -> ActivationMemoryResult:
 def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
     """The model configuration, or None when the manifest lacks seq/batch/hidden/heads. Raises a ConfigError
     (one line) for a malformed layout or model dict."""
-    model = manifest.get("model") if isinstance(manifest.get("model"), Mapping) else {}
-    if not all(isinstance(model.get(k), int) and model.get(k) > 0 for k in ("seq", "batch", "hidden", "heads")):
+    model: Mapping[str, Any] = manifest["model"] if isinstance(manifest.get("model"), Mapping) else {}
+    if not all(isinstance(model.get(k), int) and model[k] > 0 for k in ("seq", "batch", "hidden", "heads")):
         return None
     layout = _layout(model, manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {})
     dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
@@ -80,7 +81,7 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
                                     **extra)
 
 
-def _layout(model: Mapping, recorded: Mapping) -> ParallelLayout:
+def _layout(model: Mapping[str, Any], recorded: object) -> ParallelLayout:
     """The run's layout with the model dict's tp, cp, sp (or sequence_parallel) and cp_kind taking precedence."""
     layout = ParallelLayout.from_dict(recorded, where="run.json layout")
     pick = lambda *keys: next((model[k] for k in keys if model.get(k) is not None), None)
@@ -88,7 +89,7 @@ def _layout(model: Mapping, recorded: Mapping) -> ParallelLayout:
     try:
         return ParallelLayout(tp=layout.tp if tp is None else int(tp), cp=layout.cp if cp is None else int(cp),
                               sequence_parallel=layout.sequence_parallel if sp is None else bool(sp),
-                              cp_kind=layout.cp_kind if kind is None else str(kind))
+                              cp_kind=layout.cp_kind if kind is None else CpKind.parse(str(kind)))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"run.json model: tp, cp, sp and cp_kind must be sizes, a flag and a name ({exc})") from None
     except LayoutError as exc:

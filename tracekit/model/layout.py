@@ -68,6 +68,14 @@ class CpKind(_StrEnum):
     RING = "ring"  # ring attention: K/V shards travel round the cp ranks
     ULYSSES = "ulysses"  # all-to-all: every token, a/cp heads per rank
 
+    @classmethod
+    def parse(cls, value: object) -> CpKind:
+        """``value`` ("ring", "ulysses" or a member) as a member; LayoutError for anything else."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise LayoutError(f"cp_kind={value!r} is not one of {', '.join(k.value for k in cls)}") from None
+
     @property
     def dimension(self) -> Dimension:
         return Dimension.ULYSSES if self is CpKind.ULYSSES else Dimension.CP
@@ -112,11 +120,7 @@ class ParallelLayout(Mapping[str, Scalar]):
     def __post_init__(self) -> None:
         for name in SIZES:
             object.__setattr__(self, name, _check_size(name, getattr(self, name)))
-        try:
-            object.__setattr__(self, "cp_kind", CpKind(self.cp_kind))
-        except ValueError:
-            raise LayoutError(f"cp_kind={self.cp_kind!r} is not one of "
-                              f"{', '.join(k.value for k in CpKind)}") from None
+        object.__setattr__(self, "cp_kind", CpKind.parse(self.cp_kind))
         object.__setattr__(self, "sequence_parallel", bool(self.sequence_parallel))
         if (self.dp * self.cp) % self.ep:
             raise LayoutError(f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} (expert parallelism splits "
