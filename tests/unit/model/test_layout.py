@@ -158,3 +158,16 @@ def test_the_model_module_imports_no_torch_collectors_analyzers_or_gate():
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or ""))
     assert imported <= {"__future__", "math", "operator", "collections.abc", "dataclasses", "enum", "..errors"}
+
+
+def test_a_layout_survives_pickling_and_replace():
+    import dataclasses
+    import pickle
+
+    for lay in (ParallelLayout(tp=2, cp=2, cp_kind="ulysses"), ParallelLayout.from_dict({"tp": 2, "note": "x"}),
+                ParallelLayout.unknown()):
+        back = pickle.loads(pickle.dumps(lay))
+        assert back == lay and back.recorded == lay.recorded and back.cp_kind is lay.cp_kind
+    assert dataclasses.replace(ParallelLayout(tp=2), tp=4).world_size == 4
+    with pytest.raises(LayoutError):
+        dataclasses.replace(ParallelLayout(tp=2), tp=0)
