@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -161,9 +163,6 @@ def test_the_model_module_imports_no_torch_collectors_analyzers_or_gate():
 
 
 def test_a_layout_survives_pickling_and_replace():
-    import dataclasses
-    import pickle
-
     for lay in (ParallelLayout(tp=2, cp=2, cp_kind="ulysses"), ParallelLayout.from_dict({"tp": 2, "note": "x"}),
                 ParallelLayout.unknown()):
         back = pickle.loads(pickle.dumps(lay))
