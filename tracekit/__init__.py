@@ -5,12 +5,13 @@ from .analyzers import Summary, analyze
 from .analyzers.memory_model import MemoryConfig, activation_model
 from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormatError, TracekitError
 from .loader import LoadOptions, load
-from .model import EventKind, EventTable, ProcessGroup, RankInfo, RunMetadata, TraceSet
+from .model import CpKind, Dimension, EventKind, EventTable, ParallelLayout, ProcessGroup, RankInfo, RunMetadata, TraceSet
 
 __all__ = [
-    "ConfigError", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig", "MissingRankError", "ProcessGroup",
-    "RankInfo", "RunMetadata", "Summary", "TraceFormatError", "TraceSet", "TracekitError", "__version__",
-    "LoadOptions", "activation_memory", "activation_model", "analyze", "load", "profile",
+    "ConfigError", "CpKind", "Dimension", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig",
+    "MissingRankError", "ParallelLayout", "ProcessGroup", "RankInfo", "RunMetadata", "Summary", "TraceFormatError",
+    "TraceSet", "TracekitError", "__version__", "LoadOptions", "activation_memory", "activation_model", "analyze",
+    "load", "profile",
 ]
 
 

@@ -91,3 +91,17 @@ def test_activation_memory_without_a_module_is_a_warning(tmp_path, caplog):
             _train(p, 1)
     assert not list(tmp_path.glob("activation_r*.json"))
     assert any("needs model=" in r.getMessage() for r in caplog.records)
+
+
+def test_a_layout_mapping_is_recorded_as_given(tmp_path):
+    layout = {"tp": 2, "dp": 2, "dp_shard": 1}
+    with tracekit.profile(tmp_path, wait=0, warmup=0, active=1, ranks=[1], layout=layout) as p:
+        _train(p, 1)
+    assert read_manifest(tmp_path / "run.json")["layout"] == layout and not p.problems
+
+
+def test_a_malformed_layout_mapping_is_a_problem_not_a_failure(tmp_path):
+    with tracekit.profile(tmp_path, wait=0, warmup=0, active=1, ranks=[1], layout={"tp": 0}) as p:
+        _train(p, 1)
+    assert p.problems == ["profile(layout=...): tp=0 must be >= 1; recorded in the run manifest as given"]
+    assert read_manifest(tmp_path / "run.json")["layout"] == {"tp": 0}

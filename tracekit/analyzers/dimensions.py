@@ -14,28 +14,38 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..model.layout import Dimension
 
-UNKNOWN = "unknown"
+UNKNOWN = Dimension.UNKNOWN.value
+TP, CP, DP, PP, EP = (d.value for d in (Dimension.TP, Dimension.CP, Dimension.DP, Dimension.PP, Dimension.EP))
+
+
+def _both(*dims: str) -> str:
+    """A group serving several axes at once: their names joined by "_" (tp_cp, dp_cp, ...)."""
+    return "_".join(dims)
+
 
 # (regular expression on the process group description, dimension). First match wins; \1 copies a group.
+# Dimensions are the names of tracekit.model.layout.Dimension; groups that serve two axes at once keep a
+# compound name (tp_cp, dp_cp, ...), the default group is "world".
 RULES: tuple[tuple[str, str], ...] = (
     # tracekit's own collectors name their groups "tracekit:<dim>"
     (r"^tracekit:(\w+)$", r"\1"),
     # Megatron-LM / Megatron-Core parallel_state (most specific first)
-    (r"^TENSOR_AND_CONTEXT_PARALLEL_GROUP", "tp_cp"),
-    (r"^TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", "tp_dp_cp"),
-    (r"^TENSOR_AND_DATA_PARALLEL_GROUP", "tp_dp"),
-    (r"^TENSOR_AND_EXPERT_PARALLEL_GROUP", "tp_ep"),
-    (r"^TENSOR_MODEL_PARALLEL_GROUP", "tp"),
-    (r"^HIERARCHICAL_CONTEXT_PARALLEL_GROUP", "cp"),
-    (r"^CONTEXT_PARALLEL_GROUP", "cp"),
-    (r"^DATA_PARALLEL_GROUP_WITH_CP", "dp_cp"),
-    (r"^(INTRA_|INTER_)?(PARTIAL_)?DATA_PARALLEL_GROUP", "dp"),
-    (r"^PIPELINE_MODEL_PARALLEL_GROUP", "pp"),
-    (r"^(POSITION_)?EMBEDDING_GROUP", "pp"),
-    (r"^EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", "tp_ep"),
+    (r"^TENSOR_AND_CONTEXT_PARALLEL_GROUP", _both(TP, CP)),
+    (r"^TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", _both(TP, DP, CP)),
+    (r"^TENSOR_AND_DATA_PARALLEL_GROUP", _both(TP, DP)),
+    (r"^TENSOR_AND_EXPERT_PARALLEL_GROUP", _both(TP, EP)),
+    (r"^TENSOR_MODEL_PARALLEL_GROUP", TP),
+    (r"^HIERARCHICAL_CONTEXT_PARALLEL_GROUP", CP),
+    (r"^CONTEXT_PARALLEL_GROUP", CP),
+    (r"^DATA_PARALLEL_GROUP_WITH_CP", _both(DP, CP)),
+    (r"^(INTRA_|INTER_)?(PARTIAL_)?DATA_PARALLEL_GROUP", DP),
+    (r"^PIPELINE_MODEL_PARALLEL_GROUP", PP),
+    (r"^(POSITION_)?EMBEDDING_GROUP", PP),
+    (r"^EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", _both(TP, EP)),
     (r"^EXPERT_TENSOR_PARALLEL_GROUP", "etp"),
-    (r"^EXPERT_MODEL_PARALLEL_GROUP", "ep"),
+    (r"^EXPERT_MODEL_PARALLEL_GROUP", EP),
     (r"^EXPERT_DATA_PARALLEL_GROUP", "edp"),
     (r"^(INTRA_|INTER_)?(PARTIAL_)?EXPERT_DATA_PARALLEL_GROUP", "edp"),
     (r"^MODEL_PARALLEL_GROUP", "mp"),

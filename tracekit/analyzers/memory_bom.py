@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..model.layout import CpKind
 from .memory_model import MemoryConfig
 
 
@@ -68,7 +69,7 @@ def _attention(c: MemoryConfig, s_local: int) -> list[SavedTensorSpec]:
     """Q, K, V and the score tensors. Ring: local queries against all s keys; Ulysses: all s, a/(t cp) heads."""
     b, e, d = c.batch, c.bytes_per_element, c.hidden // c.heads
     T = SavedTensorSpec
-    if c.cp_kind == "ulysses" and c.cp > 1:  # after the all-to-all: every token, a/(t cp) heads
+    if c.cp_kind is CpKind.ULYSSES and c.cp > 1:  # after the all-to-all: every token, a/(t cp) heads
         heads, sq, skv = c.heads // (c.tp * c.cp), c.seq, c.seq
     else:  # a ring keeps its own K/V block; the others circulate again in backward
         heads, sq, skv = c.heads // c.tp, s_local, s_local

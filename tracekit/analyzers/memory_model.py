@@ -17,19 +17,23 @@ term; full recomputation keeps only the layer input. See docs/activation-memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..errors import ConfigError
+from ..model.layout import CpKind, LayoutError, ParallelLayout
 
 RECOMPUTE = ("none", "selective", "full")
-CP_KINDS = ("ring", "ulysses")
+CP_KINDS = tuple(k.value for k in CpKind)
 ATTENTION = ("standard", "fused")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+_WHERE = "activation model"
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
-    """The shape and parallel layout a layer's activation memory depends on."""
+    """The shape and parallel layout a layer's activation memory depends on. ``tp``, ``cp``, ``sp`` and
+    ``cp_kind`` are validated as a :class:`ParallelLayout` (``layout``), which also checks that the shape shards
+    evenly on it; :meth:`from_layout` builds one from a layout."""
 
     seq: int  # s: the full sequence length
     batch: int  # b: micro-batch size
@@ -38,45 +42,61 @@ class MemoryConfig:
     tp: int = 1  # t
     cp: int = 1  # context-parallel size (ring or Ulysses)
     sp: bool = False  # Megatron sequence parallelism (only meaningful with tp > 1)
-    cp_kind: str = "ring"
+    cp_kind: CpKind = CpKind.RING  # a plain "ring" / "ulysses" is accepted
     recompute: str = "none"
     attention: str = "standard"  # "fused": a flash-style kernel that saves no s² term
     bytes_per_element: int = 2  # e: 16-bit activations
     mask_bytes: int = 1  # m: a byte a dropout-mask element
     dropout: bool = True
     layernorm_stat_bytes: int = 0  # > 0 adds each LayerNorm's saved mean and rstd (2 s b of them) at this width
+    layout: ParallelLayout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("seq", "batch", "hidden", "heads", "tp", "cp", "bytes_per_element", "mask_bytes"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"activation model: {name}={getattr(self, name)} must be >= 1")
+        for name in ("seq", "batch", "hidden", "heads"):
+            _check_positive(name, getattr(self, name))
+        try:
+            layout = ParallelLayout(tp=self.tp, cp=self.cp, sequence_parallel=self.sp, cp_kind=self.cp_kind)
+        except LayoutError as exc:
+            raise exc.at(_WHERE) from None
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "cp_kind", layout.cp_kind)
+        for name in ("bytes_per_element", "mask_bytes"):
+            _check_positive(name, getattr(self, name))
         _check_choice("recompute", self.recompute, RECOMPUTE)
-        _check_choice("cp_kind", self.cp_kind, CP_KINDS)
         _check_choice("attention", self.attention, ATTENTION)
-        if self.hidden % self.heads:
-            raise ConfigError(f"activation model: hidden={self.hidden} is not a multiple of heads={self.heads}")
-        if self.heads % (self.tp * (self.cp if self.cp_kind == "ulysses" else 1)):
-            raise ConfigError(f"activation model: heads={self.heads} must divide by tp (and cp for Ulysses); "
-                              "choose a head count that shards evenly")
-        if self.seq % (self.cp * (self.tp if self.sp else 1)):
-            raise ConfigError(f"activation model: seq={self.seq} must divide by cp{' * tp (SP)' if self.sp else ''}")
+        layout.check_shape(seq=self.seq, hidden=self.hidden, heads=self.heads, where=_WHERE)
+
+    @classmethod
+    def from_layout(cls, layout: ParallelLayout, seq: int, batch: int, hidden: int, heads: int,
+                    **options: object) -> MemoryConfig:
+        """The model of one rank of ``layout`` (its tp, cp, sequence parallelism and cp kind; dp and the rest do
+        not change a rank's activations). ``options``: recompute, attention, bytes_per_element, ..."""
+        return cls(seq, batch, hidden, heads, tp=layout.tp, cp=layout.cp, sp=layout.sequence_parallel,
+                   cp_kind=layout.cp_kind, **options)  # type: ignore[arg-type]
 
     @property
     def parallelism(self) -> str:
         parts = [] if self.tp == 1 else (["tp+sp"] if self.sp else ["tp"])
         if self.cp > 1:
-            parts.append("cp" if self.cp_kind == "ring" else "ulysses")
+            parts.append(self.layout.cp_kind.dimension.value)
         if self.recompute != "none":
             parts.append(f"{self.recompute}-recompute")
         return "+".join(parts) or "none"
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        d["cp_kind"] = self.layout.cp_kind.value
+        return d
+
+
+def _check_positive(name: str, value: object) -> None:
+    if int(value) < 1:  # type: ignore[call-overload]
+        raise ConfigError(f"{_WHERE}: {name}={value} must be >= 1")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ConfigError(f"activation model: {name}={value!r} is not one of {', '.join(choices)}")
+        raise ConfigError(f"{_WHERE}: {name}={value!r} is not one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +148,17 @@ def activation_model(config: MemoryConfig) -> ActivationModel:
     e, m = c.bytes_per_element, c.mask_bytes if c.dropout else 0
     t, cp = c.tp, c.cp
     seq_div = t if c.sp else 1  # the sequence region is sharded by SP
+    shards = c.layout.sequence_shards  # cp * seq_div
     sbh = c.seq * c.batch * c.hidden
-    ln_stats = _exact(4 * c.seq * c.batch * c.layernorm_stat_bytes, cp * seq_div, "LayerNorm statistics")
+    ln_stats = _exact(4 * c.seq * c.batch * c.layernorm_stat_bytes, shards, "LayerNorm statistics")
     if c.recompute == "full":
-        term = ModelTerm("layer input", "input", _exact(e * sbh, cp * seq_div, "layer input"), _div(seq_div, cp))
+        term = ModelTerm("layer input", "input", _exact(e * sbh, shards, "layer input"), _div(seq_div, cp))
         return ActivationModel(c, c.parallelism, f"sbh({e})" + _suffix(c), (term,), 0)
     region = _div(seq_div, cp)
     terms = [
-        ModelTerm("layernorm inputs (2)", "layernorm", _exact(2 * e * sbh, cp * seq_div, "LN inputs"), region),
-        ModelTerm("QKV and FC1 inputs", "input", _exact(2 * e * sbh, cp * seq_div, "linear inputs"), region),
-        ModelTerm("dropout masks (attention, MLP)", "dropout", _exact(2 * m * sbh, cp * seq_div, "masks"), region),
+        ModelTerm("layernorm inputs (2)", "layernorm", _exact(2 * e * sbh, shards, "LN inputs"), region),
+        ModelTerm("QKV and FC1 inputs", "input", _exact(2 * e * sbh, shards, "linear inputs"), region),
+        ModelTerm("dropout masks (attention, MLP)", "dropout", _exact(2 * m * sbh, shards, "masks"), region),
         ModelTerm("Q, K, V and projection input", "attention", _exact(4 * e * sbh, cp * t, "attention"), _div(t, cp)),
         ModelTerm("GELU and FC2 inputs (4h each)", "mlp", _exact(8 * e * sbh, cp * t, "MLP"), _div(t, cp)),
     ]
@@ -201,7 +222,7 @@ def embedding_output_terms(config: MemoryConfig, vocab: int, pipeline: int = 1) 
     """
     c = config
     e, m = c.bytes_per_element, c.mask_bytes if c.dropout else 0
-    seq_div = c.cp * (c.tp if c.sp else 1)
+    seq_div = c.layout.sequence_shards
     sbh = c.seq * c.batch * c.hidden
     region = _div(c.tp if c.sp else 1, c.cp)
     terms = [ModelTerm("embedding dropout mask (p micro-batches)", "dropout",

@@ -12,9 +12,11 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
-from ..errors import TracekitError
+from ..errors import ConfigError, TracekitError
 from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
+from ..model.layout import CpKind, LayoutError, ParallelLayout
 from ..model.traceset import TraceSet
 from .memory import ActivationComparison, compare_activation_memory
 from .memory_model import DTYPE_BYTES, MemoryConfig
@@ -63,22 +65,35 @@ def read_result(path: str) -> ActivationMemoryResult:
 
 
 def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
-    """The model configuration, or None when the manifest lacks seq/batch/hidden/heads."""
-    model = manifest.get("model") if isinstance(manifest.get("model"), Mapping) else {}
-    layout = manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {}
-    if not all(isinstance(model.get(k), int) and model.get(k) > 0 for k in ("seq", "batch", "hidden", "heads")):
+    """The model configuration, or None when the manifest lacks seq/batch/hidden/heads. Raises a ConfigError
+    (one line) for a malformed layout or model dict."""
+    model: Mapping[str, Any] = manifest["model"] if isinstance(manifest.get("model"), Mapping) else {}
+    if not all(isinstance(model.get(k), int) and model[k] > 0 for k in ("seq", "batch", "hidden", "heads")):
         return None
-    pick = lambda key, *alts, default: next((src[k] for src in (model, layout) for k in (key, *alts)
-                                             if src.get(k) is not None), default)
+    layout = _layout(model, manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {})
     dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
     dtype = _DTYPES.get(dtype, dtype)
     dropout = model.get("dropout", True)
     extra = {k: model[k] for k in ("recompute", "attention", "mask_bytes", "layernorm_stat_bytes") if k in model}
-    return MemoryConfig(int(model["seq"]), int(model["batch"]), int(model["hidden"]), int(model["heads"]),
-                        tp=int(pick("tp", default=1)), cp=int(pick("cp", default=1)),
-                        sp=bool(pick("sp", "sequence_parallel", default=False)),
-                        cp_kind=str(pick("cp_kind", default="ring")), bytes_per_element=DTYPE_BYTES.get(dtype, 2),
-                        dropout=bool(dropout) if not isinstance(dropout, (int, float)) else dropout > 0, **extra)
+    return MemoryConfig.from_layout(layout, int(model["seq"]), int(model["batch"]), int(model["hidden"]),
+                                    int(model["heads"]), bytes_per_element=DTYPE_BYTES.get(dtype, 2),
+                                    dropout=bool(dropout) if not isinstance(dropout, (int, float)) else dropout > 0,
+                                    **extra)
+
+
+def _layout(model: Mapping[str, Any], recorded: object) -> ParallelLayout:
+    """The run's layout with the model dict's tp, cp, sp (or sequence_parallel) and cp_kind taking precedence."""
+    layout = ParallelLayout.from_dict(recorded, where="run.json layout")
+    pick = lambda *keys: next((model[k] for k in keys if model.get(k) is not None), None)
+    tp, cp, sp, kind = pick("tp"), pick("cp"), pick("sp", "sequence_parallel"), pick("cp_kind")
+    try:
+        return ParallelLayout(tp=layout.tp if tp is None else int(tp), cp=layout.cp if cp is None else int(cp),
+                              sequence_parallel=layout.sequence_parallel if sp is None else bool(sp),
+                              cp_kind=layout.cp_kind if kind is None else CpKind.parse(str(kind)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"run.json model: tp, cp, sp and cp_kind must be sizes, a flag and a name ({exc})") from None
+    except LayoutError as exc:
+        raise exc.at("activation model") from None
 
 
 def activation_from_run(traces: TraceSet) -> tuple[ActivationComparison | None, tuple[str, ...]]:

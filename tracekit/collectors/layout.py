@@ -1,4 +1,5 @@
-"""The parallel layout: a device mesh of (dp, cp, tp) with tp innermost, its process groups and their dimensions.
+"""The collectors' device mesh: (dp, cp, tp) with tp innermost, its process groups and their dimensions. The
+layout itself (sizes, flags, validation, what each axis serves) is :class:`tracekit.model.layout.ParallelLayout`.
 
 Global rank = (dp_index * cp + cp_index) * tp + tp_index. Groups are created on every rank in the same order
 (``dist.new_group`` is collective) and named ``group_desc="tracekit:<dimension>"``:
@@ -19,83 +20,65 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ConfigError
+from ..model.layout import ParallelLayout
 from . import comm
 
+AXES = ("tp", "cp", "dp")  # the axes the collectors build groups for, innermost first
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    tp: int = 1
-    cp: int = 1
-    dp: int = 1
-    sequence_parallel: bool = False
-    cp_kind: str = "ring"  # "ring" or "ulysses"
 
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.cp * self.dp
+def coords(layout: ParallelLayout, rank: int) -> tuple[int, int, int]:
+    """(dp, cp, tp) indices of a global rank."""
+    return rank // (layout.tp * layout.cp), (rank // layout.tp) % layout.cp, rank % layout.tp
 
-    def coords(self, rank: int) -> tuple[int, int, int]:
-        """(dp, cp, tp) indices of a global rank."""
-        return rank // (self.tp * self.cp), (rank // self.tp) % self.cp, rank % self.tp
 
-    def rank_of(self, dp: int, cp: int, tp: int) -> int:
-        return (dp * self.cp + cp) * self.tp + tp
+def rank_of(layout: ParallelLayout, dp: int, cp: int, tp: int) -> int:
+    return (dp * layout.cp + cp) * layout.tp + tp
 
-    def dimension(self, axis: str) -> str:
-        if axis == "tp":
-            return "sp" if self.sequence_parallel else "tp"
-        if axis == "cp":
-            return "ulysses" if self.cp_kind == "ulysses" else "cp"
-        return axis
 
-    def group_ranks(self, axis: str) -> list[list[int]]:
-        """Every group of ``axis`` ("tp", "cp" or "dp"), each as its sorted global ranks."""
-        r = range
-        if axis == "tp":
-            return [[self.rank_of(d, c, t) for t in r(self.tp)] for d in r(self.dp) for c in r(self.cp)]
-        if axis == "cp":
-            return [[self.rank_of(d, c, t) for c in r(self.cp)] for d in r(self.dp) for t in r(self.tp)]
-        if axis == "dp":
-            return [sorted(self.rank_of(d, c, t) for d in r(self.dp) for c in r(self.cp)) for t in r(self.tp)]
-        raise ConfigError(f"unknown axis {axis!r}; use tp, cp or dp")
-
-    def sizes(self) -> dict[str, int]:
-        return {"tp": self.tp, "cp": self.cp, "dp": self.dp}
-
-    def to_dict(self) -> dict:
-        return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "sequence_parallel": self.sequence_parallel,
-                "cp_kind": self.cp_kind, "world_size": self.world_size}
+def group_ranks(layout: ParallelLayout, axis: str) -> list[list[int]]:
+    """Every group of ``axis`` ("tp", "cp" or "dp"), each as its sorted global ranks."""
+    r, at, lay = range, rank_of, layout
+    if axis == "tp":
+        return [[at(lay, d, c, t) for t in r(lay.tp)] for d in r(lay.dp) for c in r(lay.cp)]
+    if axis == "cp":
+        return [[at(lay, d, c, t) for c in r(lay.cp)] for d in r(lay.dp) for t in r(lay.tp)]
+    if axis == "dp":
+        return [sorted(at(lay, d, c, t) for d in r(lay.dp) for c in r(lay.cp)) for t in r(lay.tp)]
+    raise ConfigError(f"unknown axis {axis!r}; use tp, cp or dp")
 
 
 @dataclass(slots=True)
 class Groups:
     """This rank's process groups (None where the axis has one rank) and every group created, for the manifest."""
 
-    layout: Layout
+    layout: ParallelLayout
     tp: object = None
     cp: object = None
     dp: object = None
     created: list[dict] = field(default_factory=list)
 
-    def get(self, axis: str):
+    def get(self, axis: str) -> object:
         return getattr(self, axis)
 
     def mine(self) -> list[tuple[str, object]]:
-        return [(axis, g) for axis in ("tp", "cp", "dp") if (g := getattr(self, axis)) is not None]
+        return [(axis, g) for axis in AXES if (g := getattr(self, axis)) is not None]
 
 
-def build_groups(layout: Layout, warm_up: bool = True) -> Groups:
+def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
     """Create every group of ``layout`` (collective: all ranks call it) and return this rank's."""
+    if layout.pp > 1 or layout.ep > 1:
+        raise ConfigError(f"layout pp{layout.pp} ep{layout.ep}: the collectors build tp, cp and dp groups only; "
+                          "create pipeline and expert groups yourself and pass them to profile(groups=...)")
     if dist.get_world_size() != layout.world_size:
         raise ConfigError(f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} needs {layout.world_size} "
                           f"processes, the world has {dist.get_world_size()}; change --tp/--cp/--dp")
     me, groups = dist.get_rank(), Groups(layout)
     sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp * layout.cp}
-    for axis in ("tp", "cp", "dp"):
+    for axis in AXES:
         if sizes[axis] == 1:
             continue
-        dim = layout.dimension(axis)
-        for ranks in layout.group_ranks(axis):
+        dim = layout.dimension(axis).value
+        for ranks in group_ranks(layout, axis):
             group = dist.new_group(ranks, group_desc=f"tracekit:{dim}")
             if me in ranks:
                 setattr(groups, axis, group)

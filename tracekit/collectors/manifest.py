@@ -57,8 +57,9 @@ def discovered_groups() -> list[dict]:
 
 def build(*, layout=None, groups: list[dict] | None = None, model: Mapping | None = None,
           profiled_ranks=None, schedule: Mapping | None = None) -> dict:
-    """The manifest of this run. ``layout``: a :class:`~tracekit.collectors.layout.Layout`, a mapping such as
-    ``{"tp": 2, "dp": 2}``, or None; ``groups``: process-group dicts (default: those this rank can see)."""
+    """The manifest of this run. ``layout``: a :class:`~tracekit.model.layout.ParallelLayout` (its manifest
+    form is written), a mapping such as ``{"tp": 2, "dp": 2}``, or None; ``groups``: process-group dicts
+    (default: those this rank can see)."""
     initialized = dist.is_available() and dist.is_initialized()
     world = dist.get_world_size() if initialized else 1
     if groups is None:

@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerAction, ProfilerActivity
 
+from ..model.layout import LayoutError, ParallelLayout
 from . import manifest as manifest_mod
 from .profile_activation import ActivationSession
 
@@ -230,7 +231,7 @@ class profile:
                 groups = self.groups
                 if groups is None and hasattr(self.layout, "created"):
                     groups = self.layout.created
-                layout = getattr(self.layout, "layout", self.layout)
+                layout = self._checked_layout(getattr(self.layout, "layout", self.layout))
                 self._manifest = manifest_mod.build(
                     layout=layout, groups=groups, model=self.model_dims, schedule=self.schedule_args,
                     profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
@@ -240,6 +241,16 @@ class profile:
             manifest_mod.write(self.out_dir / manifest_mod.MANIFEST_NAME, self._manifest)
         except Exception as err:
             self._report(f"could not write the run manifest in {self.out_dir}: {err}")
+
+    def _checked_layout(self, layout: object) -> object:
+        """A mapping given as ``layout=`` as a ParallelLayout; a malformed one is reported and recorded as given."""
+        if not isinstance(layout, Mapping) or isinstance(layout, ParallelLayout):
+            return layout
+        try:
+            return ParallelLayout.from_dict(layout, where="profile(layout=...)")
+        except LayoutError as exc:
+            self._report(f"{exc}; recorded in the run manifest as given")
+            return dict(layout)
 
     def _measure_overhead(self) -> ProfileOverhead:
         recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}

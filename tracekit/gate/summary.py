@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SummaryFormatError
+from ..model.layout import LayoutError, ParallelLayout
 from .stats import Stat, stat_over_ranks
 
 SCHEMA = "tracekit.summary/1"
@@ -84,8 +85,11 @@ class Summary:
         sequence_parallel and names such as cp_kind kept as they are), workload, device type. Absent fields
         are None."""
         run = self.run
-        layout = {str(k): v for k, v in (run.get("layout") or {}).items()
-                  if not (isinstance(v, int) and not isinstance(v, bool) and v == 1)}
+        try:
+            recorded = ParallelLayout.from_dict(run.get("layout") or {}, where=f"{self.source}: run.layout")
+        except LayoutError as exc:
+            raise SummaryFormatError(str(exc)) from None
+        layout = {k: v for k, v in recorded.items() if not (isinstance(v, int) and not isinstance(v, bool) and v == 1)}
         return {"world_size": run.get("world_size"), "layout": dict(sorted(layout.items())),
                 "workload": run.get("workload"), "device_type": run.get("device_type")}
 

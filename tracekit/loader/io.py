@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MissingRankError, TraceFormatError
 from ..model.events import EventTable
+from ..model.layout import LayoutError, ParallelLayout
 from ..model.traceset import RankInfo, RunMetadata, TraceSet
 from .cache import read_cache, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
@@ -149,12 +150,23 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
                         f"ranks only")
     warnings += _mixed_run_warnings(tables)
     backend = next((i.backend for i in infos.values() if i.backend), "")
-    layout = dict(manifest.get("layout", {})) if isinstance(manifest.get("layout"), dict) else {}
+    layout = _manifest_layout(manifest, warnings)
     dims = {str(g.get("name")): str(g.get("dimension")) for g in manifest.get("process_groups", [])
             if isinstance(g, dict) and g.get("dimension")}
     meta = RunMetadata(world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest,
                        warnings=tuple(warnings))
     return TraceSet(tables, infos, meta)
+
+
+def _manifest_layout(manifest: dict, warnings: list[str]) -> ParallelLayout:
+    """run.json's layout; a malformed one is a warning and an unknown layout (the analysis goes on)."""
+    if manifest.get("layout") is None:
+        return ParallelLayout.unknown()
+    try:
+        return ParallelLayout.from_dict(manifest["layout"], where=f"{MANIFEST} layout")
+    except LayoutError as exc:
+        warnings.append(f"{exc}; the run's layout is treated as unknown")
+        return ParallelLayout.unknown()
 
 
 def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from .events import EventTable
+from .layout import ParallelLayout
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +76,17 @@ class RunMetadata:
 
     world_size: int
     backend: str = ""
-    layout: Mapping[str, int] = field(default_factory=dict)  # {"tp": 2, "cp": 2, ...} when known
+    layout: ParallelLayout = field(default_factory=ParallelLayout.unknown)  # run.json's; empty when not recorded
     group_dimensions: Mapping[str, str] = field(default_factory=dict)  # pg name or desc -> dimension
     manifest: Mapping = field(default_factory=dict)  # run.json as written by the collectors, if present
     warnings: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.layout, ParallelLayout):  # a plain mapping such as {"tp": 2, "dp": 2}
+            object.__setattr__(self, "layout", ParallelLayout.from_dict(self.layout, where="RunMetadata.layout"))
+
     def to_dict(self) -> dict:
-        return {"world_size": self.world_size, "backend": self.backend, "layout": dict(self.layout),
+        return {"world_size": self.world_size, "backend": self.backend, "layout": self.layout.to_dict(),
                 "group_dimensions": dict(self.group_dimensions), "manifest": dict(self.manifest),
                 "warnings": list(self.warnings)}
 

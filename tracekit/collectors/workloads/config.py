@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ...errors import ConfigError
-from ..layout import Layout
+from ...model.layout import CpKind, LayoutError, ParallelLayout
 
 WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -52,14 +52,17 @@ class WorkloadConfig:
             raise ConfigError("cp-ring and ulysses are two ways to split the context; pick one")
         return parts
 
-    def layout(self) -> Layout:
+    def layout(self) -> ParallelLayout:
         parts = self.parts
         named = lambda *names: 2 if any(n in parts for n in names) else 1
         tp = self.tp if self.tp is not None else named("tp", "tp-sp")
         cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
         dp = self.dp if self.dp is not None else named("dp")
-        return Layout(tp=tp, cp=cp, dp=dp, sequence_parallel="tp-sp" in parts,
-                      cp_kind="ulysses" if "ulysses" in parts else "ring")
+        try:
+            return ParallelLayout(tp=tp, cp=cp, dp=dp, sequence_parallel="tp-sp" in parts,
+                                  cp_kind=CpKind.ULYSSES if "ulysses" in parts else CpKind.RING)
+        except LayoutError:
+            raise ConfigError(f"workload {self.workload}: degrees, layers, steps >= 1") from None
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -67,20 +70,22 @@ class WorkloadConfig:
             raise ConfigError(f"unknown dtype {self.dtype!r}; use bf16 or fp32")
         return DTYPES[self.dtype]
 
-    def validate(self) -> Layout:
+    def validate(self) -> ParallelLayout:
+        """The layout, once the shapes shard evenly on it (the layout's own head and sequence shards; a ring
+        also splits each rank's sequence in two for the load-balanced zig-zag, the overlap variant in chunks)."""
         lay, _ = self.layout(), self.torch_dtype
-        s_cp = self.seq // lay.cp
+        ring = lay.cp_kind is CpKind.RING
         checks = [
             (self.hidden % self.heads == 0, f"--hidden {self.hidden} must be a multiple of --heads {self.heads}"),
-            (self.heads % (lay.tp * (lay.cp if lay.cp_kind == "ulysses" else 1)) == 0,
-             f"--heads {self.heads} must divide by tp{' x cp' if lay.cp_kind == 'ulysses' else ''}"),
+            (self.heads % lay.head_shards == 0, f"--heads {self.heads} must divide by tp{'' if ring else ' x cp'}"),
             (self.batch % lay.dp == 0, f"--batch {self.batch} must divide by --dp {lay.dp}"),
-            (self.seq % (2 * lay.cp if lay.cp_kind == "ring" else lay.cp) == 0,
-             f"--seq {self.seq} must divide by {'2 x ' if lay.cp_kind == 'ring' else ''}--cp {lay.cp}"),
-            (not lay.sequence_parallel or s_cp % (lay.tp * self.chunks) == 0,
+            (self.seq % ((2 if ring else 1) * lay.cp) == 0,
+             f"--seq {self.seq} must divide by {'2 x ' if ring else ''}--cp {lay.cp}"),
+            (not lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
              f"--seq {self.seq} / cp must divide by tp x chunks ({lay.tp} x {self.chunks}) for sequence parallel"),
-            (lay.sequence_parallel or s_cp % self.chunks == 0, f"--seq {self.seq} / cp must divide by chunks"),
-            (min(lay.tp, lay.cp, lay.dp, self.layers, self.steps, self.chunks) >= 1, "degrees, layers, steps >= 1"),
+            (lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
+             f"--seq {self.seq} / cp must divide by chunks"),
+            (min(self.layers, self.steps, self.chunks) >= 1, "degrees, layers, steps >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -95,7 +100,7 @@ class WorkloadConfig:
         return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
                 "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
                 "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
-                "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind, "mask_bytes": 1,
+                "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind.value, "mask_bytes": 1,
                 "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize}
 
     def to_dict(self) -> dict:

@@ -10,33 +10,47 @@ laid out [heads, 3, head_dim] along its output dimension so a head-contiguous sl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...model.layout import CpKind, ParallelLayout
 from . import attention as attn
 from .functional import ColumnParallel, RowParallel
 
 
 @dataclass(frozen=True, slots=True)
 class Parallel:
-    """How one rank runs the layer: its groups (None = no communication) and its coordinates."""
+    """How one rank runs the layer: the layout, its groups (None = no communication) and its coordinates."""
 
+    layout: ParallelLayout = field(default_factory=ParallelLayout)
     tp_group: object = None
     cp_group: object = None
-    tp: int = 1
-    cp: int = 1
     tp_index: int = 0
     cp_index: int = 0
-    sequence_parallel: bool = False
-    cp_kind: str = "ring"
     chunks: int = 1  # > 1: overlap variant
 
     @property
     def overlap(self) -> bool:
         return self.chunks > 1
+
+    @property
+    def tp(self) -> int:
+        return self.layout.tp
+
+    @property
+    def cp(self) -> int:
+        return self.layout.cp
+
+    @property
+    def sequence_parallel(self) -> bool:
+        return self.layout.sequence_parallel
+
+    @property
+    def ulysses(self) -> bool:
+        return self.layout.cp_kind is CpKind.ULYSSES
 
 
 def full_weights(hidden: int, layer: int, seed: int) -> dict[str, torch.Tensor]:
@@ -102,7 +116,7 @@ class Layer(nn.Module):
         s, b = qkv.shape[:2]
         qkv = qkv.view(s, b, self.heads_local, 3, -1)
         p, drop = self.par, self.dropout if self.training else 0.0
-        if p.cp_group is not None and p.cp_kind == "ulysses":
+        if p.cp_group is not None and p.ulysses:
             heads_per = self.heads_local // p.cp
             chunks = max(c for c in range(1, p.chunks + 1) if heads_per % c == 0)
             out = attn.ulysses_attention(qkv, p.cp_group, drop, chunks)
@@ -117,7 +131,7 @@ class Layer(nn.Module):
 
 def local_positions(seq: int, par: Parallel, device=None) -> torch.Tensor:
     """Global positions of the sequence this rank's attention sees (after any sequence-parallel gather)."""
-    if par.cp == 1 or par.cp_kind == "ulysses":
+    if par.cp == 1 or par.ulysses:
         n = seq // par.cp
         return torch.arange(par.cp_index * n, (par.cp_index + 1) * n, device=device)
     return attn.zigzag_positions(seq, par.cp, par.cp_index, device)
@@ -127,7 +141,7 @@ def shard_input(x: torch.Tensor, par: Parallel, dp: int, dp_index: int) -> torch
     """This rank's [s_local, b_local, h] slice of the full input [s, b, h]."""
     x = x.chunk(dp, dim=1)[dp_index]
     if par.cp > 1:
-        x = x[local_positions(x.shape[0], par).cpu()] if par.cp_kind != "ulysses" \
+        x = x[local_positions(x.shape[0], par).cpu()] if not par.ulysses \
             else x.chunk(par.cp, dim=0)[par.cp_index]
     if par.sequence_parallel and par.tp > 1:
         x = x.chunk(par.tp, dim=0)[par.tp_index]

@@ -22,7 +22,7 @@ from torch.multiprocessing.spawn import ProcessException
 
 from ...errors import TracekitError
 from .. import comm
-from ..layout import build_groups
+from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..profile import profile
 from .config import WorkloadConfig
@@ -59,9 +59,8 @@ def build_rank(cfg: WorkloadConfig, device):
     """This rank's groups, layers, input and positions."""
     lay = cfg.validate()
     groups = build_groups(lay)
-    dpi, cpi, tpi = lay.coords(dist.get_rank())
-    par = Parallel(groups.tp, groups.cp, lay.tp, lay.cp, tpi, cpi, lay.sequence_parallel, lay.cp_kind,
-                   cfg.chunks if cfg.overlap else 1)
+    dpi, cpi, tpi = coords(lay, dist.get_rank())
+    par = Parallel(lay, groups.tp, groups.cp, tpi, cpi, cfg.chunks if cfg.overlap else 1)
     layers = torch.nn.ModuleList(
         Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
               cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
@@ -116,11 +115,11 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         for i in range(total):
             one_step(i)
         traces = []
-    coords = lay.coords(dist.get_rank())
-    return {"rank": dist.get_rank(), "coords": coords, "losses": losses, "overhead": overhead, "traces": traces,
+    where = coords(lay, dist.get_rank())
+    return {"rank": dist.get_rank(), "coords": where, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
             "activation": activation,
-            "replica": coords[2] == 0 or par.sequence_parallel}
+            "replica": where[2] == 0 or par.sequence_parallel}
 
 
 # A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
