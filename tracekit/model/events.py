@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: event kinds and communication from evidence (every generation)
 
 
 class EventKind(enum.IntEnum):
