@@ -35,7 +35,8 @@ class CommRule:
 # family, from its public sources: NCCL's ncclKernel_* (before 2.19), ncclDevKernel_* (2.19+) and symmetric-memory
 # ncclSymkDevKernel_* (2.27+); RCCL keeps NCCL's names; DeepEP's intranode/internode/internode_ll kernels
 # (namespace deep_ep:: or a renamed fork's, e.g. dpsk::ep::) -- but not layout::get_dispatch_layout, which is
-# local compute; NVSHMEM's nvshmem*/nvshmemi* device collectives.
+# local compute; NVSHMEM's nvshmem*/nvshmemi* device functions and its on-stream collective kernels, whose
+# names do not say nvshmem (barrier_on_stream_kernel, fcollect_on_stream_kernel<T>, ...).
 DEEPEP_KERNELS = ("notify_dispatch", "cached_notify_dispatch", "cached_notify_combine", "cached_notify",
                   "notify_combine", "dispatch", "combine", "clean_low_latency_buffer", "barrier")
 DEFAULT_RULES: tuple[CommRule, ...] = (
@@ -47,6 +48,8 @@ DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
     CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
     CommRule(r"(?i)nvshmem", "nvshmem"),
+    CommRule(r"^(void )?(barrier|barrier_all|sync|sync_all|alltoall|broadcast|fcollect|rdxn|reducescatter)"
+             r"_on_stream_kernel", "nvshmem"),  # NVSHMEM's on-stream collectives (host/coll, h_to_d_coll_defs.h)
     CommRule(r"^gloo:", "gloo"),
 )
 
@@ -61,6 +64,8 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"all_?gather", "all_gather"),
         (r"all_?reduce", "all_reduce"),
         (r"all_?to_?all", "all_to_all"),
+        (r"fcollect", "all_gather"),  # NVSHMEM's names
+        (r"^rdxn", "all_reduce"),
         (r"send_?recv", "send_recv"),
         (r"broadcast", "broadcast"),
         (r"barrier", "barrier"),
