@@ -4,7 +4,7 @@ Kineto generation, and each event's ProfilerStep."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +119,7 @@ def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.nd
     return kind, is_device
 
 
-def generation_of(cats: Sequence[str]) -> str:
+def generation_of(cats: Iterable[str]) -> str:
     """The category generation(s) a trace was written in, from the categories it uses."""
     seen = sorted({BY_CAT[c].generation for c in cats if c in BY_CAT and BY_CAT[c].generation != "kineto"})
     if not seen:
@@ -135,7 +135,7 @@ def assign_steps(cols, kind, names, name_codes, is_device) -> np.ndarray:
     srows = np.flatnonzero(kind == K.STEP)
     if len(srows) == 0:
         return step
-    numbers = np.array([int(STEP_RE.match(names[c]).group(1)) for c in name_codes[srows]], dtype=np.int32)
+    numbers = np.array([int(STEP_RE.sub(r"\1", names[c])) for c in name_codes[srows]], dtype=np.int32)
     order = np.argsort(cols["ts_ns"][srows], kind="stable")
     srows, numbers = srows[order], numbers[order]
     starts, ends = cols["ts_ns"][srows], cols["ts_ns"][srows] + cols["dur_ns"][srows]

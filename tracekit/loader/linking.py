@@ -291,7 +291,8 @@ def _match_spans(cols, parsed, strings, spans, issues, thread_group: dict, calle
     pending: dict[str, deque] = defaultdict(deque)  # process group -> annotations in issue order
     for i in issues:
         pending[parsed[i].pg_name].append(i)
-    links, learnt = [], {}
+    links: list[tuple[int, int]] = []
+    learnt: dict[int, str] = {}
     for s in spans:
         span_op = text.get(int(cols["coll_op_id"][s]), "")
         start = cols["ts_ns"][s]

@@ -40,9 +40,10 @@ class Facts:
 
 def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings) -> RankInfo:
     di = trace.distributedInfo
-    has_rank = di is not None and di.rank is not None
+    given = di.rank if di is not None else None
+    has_rank = given is not None
     # no distributedInfo (or no rank in it): rank 0 of a 1-rank run, in every output
-    rank = di.rank if has_rank else 0
+    rank: int = given if given is not None else 0
     world = di.world_size if di is not None and di.world_size is not None else (-1 if has_rank else 1)
     groups = []
     pg_style = "absent"
