@@ -85,12 +85,14 @@ def comm_from_launch_context(cols, names: list[str], name_codes: np.ndarray) -> 
         o = ops[tid[ops] == thread]
         o = o[np.argsort(ts[o], kind="stable")]
         o_ts, o_end = ts[o], end[o]
-        for j in sel[inside]:
-            tl = ts[launch[j]]
-            enclosing = h[(ts[h] <= tl) & (end[h] >= tl)]
-            if not len(enclosing):
+        h_end = end[h].tolist()
+        for j, k in zip(sel[inside].tolist(), idx[inside].tolist()):
+            tl = int(ts[launch[j]])
+            while k >= 0 and h_end[k] < tl:  # back to the latest-starting collective op still open: the innermost
+                k -= 1
+            if k < 0:
                 continue
-            start = ts[enclosing].max()  # the innermost collective op
+            start = ts[h[k]]
             lo, hi = np.searchsorted(o_ts, start, side="left"), np.searchsorted(o_ts, tl, side="right")
             if hi > lo and o_end[lo:hi].max() >= tl:
                 continue  # an operator nested in the collective launched it: its own work, not the transfer
