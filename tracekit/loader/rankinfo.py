@@ -54,6 +54,12 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
     device_type, cats = _device_type(trace, table)
+    gpus = len(trace.deviceProperties or [])
+    nccl = di is not None and "nccl" in str(di.backend or "")
+    if device_type == "cpu" and len(table) and (gpus or nccl):
+        why = f"deviceProperties lists {gpus} GPUs" if gpus else "its backend is NCCL"
+        warnings.append(f"{path}: {why} but the trace holds no device activity (was ProfilerActivity.CUDA "
+                        "recorded?); analysed as a CPU-only run, so host operators count as compute")
     if "cuda_profiler_range" in cats and "kernel" not in cats:
         n = int(np.count_nonzero(table["cat_id"] == table.strings.index("cuda_profiler_range")))
         warnings.append(f"{path}: recorded in CUPTI range-profiler mode: its {n} device events are profiler ranges "

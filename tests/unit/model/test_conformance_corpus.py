@@ -170,3 +170,13 @@ def test_every_command_runs(name, cache_dir, tmp_path, monkeypatch):
         assert "Traceback" not in result.output and result.exception is None, (args, result.output)
     summary = json.loads((tmp_path / "s.json").read_text())
     assert -1 not in [summary["run"]["ranks"][0], summary["ranks"][0]["rank"]]
+
+
+@pytest.mark.parametrize("name,why", [("no-distributedinfo.json.gz", "deviceProperties lists 8 GPUs"),
+                                      ("distributedinfo-without-rank.json.gz", "its backend is NCCL")])
+def test_a_gpu_run_without_device_events_says_it_is_read_as_cpu_only(name, why):
+    """Both hold only host operators: read as a CPU-only run (host ops are compute), and the loader says why
+    that may not be what the user expects."""
+    _, info = loaded(name)
+    (w,) = info.warnings
+    assert why in w and "no device activity" in w and "CPU-only" in w
