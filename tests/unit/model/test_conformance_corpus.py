@@ -180,3 +180,16 @@ def test_a_gpu_run_without_device_events_says_it_is_read_as_cpu_only(name, why):
     _, info = loaded(name)
     (w,) = info.warnings
     assert why in w and "no device activity" in w and "CPU-only" in w
+
+
+def test_rocm_fixture_without_distributed_info_reports(tmp_path, monkeypatch):
+    """tests/data's ROCm trace has no distributedInfo: report and --timeline-out crashed with KeyError: -1."""
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(MORE.parent / "kineto-gpu" / "rocm-mi250-minitoy.json.gz")
+    for args in (["report", path, "-o", str(tmp_path / "r.html")],
+                 ["analyze", path, "--timeline-out", str(tmp_path / "t.json"), "--format", "json",
+                  "--out", str(tmp_path / "s.json")]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0 and result.exception is None, (args, result.output)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["run"]["ranks"] == [0] and summary["ranks"][0]["rank"] == 0
