@@ -75,3 +75,85 @@ def test_comm_hta_does_not_recognise_is_where_they_differ(tmp_path):
     assert abs(hta_before - ours_before) <= 0.5
     # HTA now finds no communication at all (NaN), and counts the comm kernels as compute
     assert math.isnan(hta_after), f"HTA {hta_after}% should no longer see the communication"
+
+
+# ---- kernel time by type on the conformance corpus (tests/data/kineto-gpu-more) ----
+MORE = DATA.parent / "kineto-gpu-more"
+BY_TYPE = ["oldformat-kernel-runtime-categories", "cuda-event-sync", "cuda-event-sync-multi-stream",
+           "critical-path-simple-add", "critical-path-alexnet", "mtia-inference-rank0",
+           pytest.param("mtia-training-single-rank", marks=pytest.mark.slow)]
+
+
+def hta_kernel_types(trace: Path, tmp_path: Path) -> dict[str, float]:
+    """HTA's get_gpu_kernel_breakdown: µs per kernel type, overlaps split out ("COMPUTATION overlapping MEMORY")."""
+    from hta.trace_analysis import TraceAnalysis
+
+    d = tmp_path / "hta"
+    d.mkdir()
+    shutil.copy(trace, d / trace.name)
+    logging.disable(logging.WARNING)
+    try:
+        df, _ = TraceAnalysis(trace_dir=str(d)).get_gpu_kernel_breakdown(visualize=False)
+    finally:
+        logging.disable(logging.NOTSET)
+    return {str(k): float(v) for k, v in zip(df["kernel_type"], df["sum"])}
+
+
+def tracekit_kernel_types(trace: Path, whole_us: bool = False) -> dict[str, float]:
+    """The same split from tracekit's kinds, in µs. HTA calls every device event with a stream and no "Sync" in its
+    name compute, so its compute also holds the device waits tracekit calls SYNC (CUDA's "Stream Wait Event",
+    MTIA's event_record/event_wait): they are added to K here, and only here. ``whole_us``: each event's ts and
+    dur truncated to whole µs first, as HTA reads them."""
+    import re
+
+    import numpy as np
+
+    from tracekit.analyzers import intervals as iv
+    from tracekit.loader.io import load_file
+    from tracekit.model.events import EventKind as K
+
+    t, _ = load_file(str(trace), LoadOptions(cache=False))
+    dev = t["device"] >= 0
+    names, cats = t.decode("name_id"), t.decode("cat_id")
+    hta_waits = t.mask_kind(K.SYNC) & dev & (cats != "mtia_runtime") & np.array(
+        [re.search("Sync", str(n)) is None for n in names], dtype=bool)
+
+    ts, dur = t["ts_ns"], t["dur_ns"]
+    if whole_us:
+        ts, dur = ts // 1000 * 1000, dur // 1000 * 1000
+
+    def union(mask):
+        return iv.union(ts[mask], ts[mask] + dur[mask])
+
+    k = iv.merge(union(t.mask_kind(K.KERNEL) & dev), union(hta_waits))
+    m, c = union(t.mask_kind(K.MEMCPY, K.MEMSET) & dev), union(t.mask_kind(K.COMM))
+    return {"COMPUTATION": iv.length(iv.subtract(k, iv.merge(m, c))) / 1e3,
+            "MEMORY": iv.length(iv.subtract(m, iv.merge(k, c))) / 1e3,
+            "COMPUTATION overlapping MEMORY": iv.length(iv.subtract(iv.intersect(k, m), c)) / 1e3,
+            "COMMUNICATION": iv.length(c) / 1e3}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BY_TYPE)
+def test_kernel_time_by_type_matches_hta(name, tmp_path):
+    """Within 0.5 % (at least 2 µs) once every timestamp and duration is truncated to whole µs as HTA reads them
+    (without that, MTIA's 22,361 short DMA requests lose 5 % of their time to it in HTA)."""
+    trace = MORE / f"{name}.json.gz"
+    ours, theirs = tracekit_kernel_types(trace, whole_us=True), hta_kernel_types(trace, tmp_path)
+    assert ours["COMPUTATION"] > 0 and ours["COMMUNICATION"] == 0
+    memory = theirs.get("MEMORY", 0.0) + theirs.get("COMPUTATION overlapping MEMORY", 0.0)
+    for key in ("COMPUTATION", "MEMORY", "COMPUTATION overlapping MEMORY"):
+        want = theirs.get(key, 0.0)
+        # MTIA memory: HTA leaves out the DMA requests without a "stream" arg (137, 2.4 ms, in the training trace)
+        # and their overlap with compute; tracekit places them by their pid. Held to 3 % of the memory time.
+        tol = 0.03 * memory if name.startswith("mtia") and "MEMORY" in key else 0.005 * want
+        assert abs(ours[key] - want) <= max(2.0, tol), f"{name} {key}: tracekit {ours[key]} vs HTA {want}"
+
+
+@pytest.mark.slow
+def test_triton_host_op_is_not_gpu_time_where_hta_differs(tmp_path):
+    """HTA counts the host cpu_op triton_poi_fused_add_cos_sin_0 (it carries a stream arg) as GPU compute: 94 µs.
+    The trace's one kernel runs 1.76 µs, which is tracekit's compute."""
+    trace = MORE / "triton-kernels.json.gz"
+    assert tracekit_kernel_types(trace)["COMPUTATION"] == pytest.approx(1.76)
+    assert hta_kernel_types(trace, tmp_path)["COMPUTATION"] >= 90

@@ -29,22 +29,33 @@ class CommRule:
         return re.compile(self.pattern)
 
 
-# Device kernels (and gloo host spans) that carry communication.
+# Device kernels (and gloo host spans of CPU runs) that carry communication. Name rules are the last
+# evidence: collective metadata on the kernel (or its record_param_comms) and the launch context (a kernel or
+# memcpy launched from inside a collective host op) come first (see linking.py). Each library's whole kernel
+# family, from its public sources: NCCL's ncclKernel_* (before 2.19), ncclDevKernel_* (2.19+) and symmetric-memory
+# ncclSymkDevKernel_* (2.27+); RCCL keeps NCCL's names; DeepEP's intranode/internode/internode_ll kernels
+# (namespace deep_ep:: or a renamed fork's, e.g. dpsk::ep::) -- but not layout::get_dispatch_layout, which is
+# local compute; NVSHMEM's nvshmem*/nvshmemi* device functions and its on-stream collective kernels, whose
+# names do not say nvshmem (barrier_on_stream_kernel, fcollect_on_stream_kernel<T>, ...).
+DEEPEP_KERNELS = ("notify_dispatch", "cached_notify_dispatch", "cached_notify_combine", "cached_notify",
+                  "notify_combine", "dispatch", "combine", "clean_low_latency_buffer", "barrier")
 DEFAULT_RULES: tuple[CommRule, ...] = (
-    CommRule(r"^ncclKernel_", "nccl"),
-    CommRule(r"^ncclDevKernel_", "nccl"),
-    CommRule(r"^ncclSymkDevKernel_", "nccl"),
+    CommRule(r"^(void )?ncclKernel_", "nccl"),
+    CommRule(r"^(void )?ncclDevKernel", "nccl"),
+    CommRule(r"^(void )?ncclSymk?DevKernel_", "nccl"),
     CommRule(r"(?i)^(void )?rccl", "rccl"),
     CommRule(r"(?i)^hccl", "hccl"),
     CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
-    CommRule(r"(?i)deep_ep::|intranode::(dispatch|combine|notify)|internode::(dispatch|combine|notify)"
-             r"|internode_ll::(dispatch|combine)", "deepep"),
+    CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
     CommRule(r"(?i)nvshmem", "nvshmem"),
+    CommRule(r"^(void )?(barrier|barrier_all|sync|sync_all|alltoall|broadcast|fcollect|rdxn|reducescatter)"
+             r"_on_stream_kernel", "nvshmem"),  # NVSHMEM's on-stream collectives (host/coll, h_to_d_coll_defs.h)
     CommRule(r"^gloo:", "gloo"),
 )
 
-# Host ops that issue a collective (not compute, not a comm interval).
-HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|gloo:|c10d_functional::|_c10d_functional::)")
+# Host ops that issue a collective (not compute, not a comm interval): the launch context of its kernels.
+HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|gloo:|c10d_functional::|"
+                          r"_c10d_functional::)")
 
 _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
     (re.compile(p, re.IGNORECASE), op)
@@ -53,6 +64,8 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"all_?gather", "all_gather"),
         (r"all_?reduce", "all_reduce"),
         (r"all_?to_?all", "all_to_all"),
+        (r"fcollect", "all_gather"),  # NVSHMEM's names
+        (r"^rdxn", "all_reduce"),
         (r"send_?recv", "send_recv"),
         (r"broadcast", "broadcast"),
         (r"barrier", "barrier"),

@@ -14,15 +14,15 @@ import pandas as pd
 from ..model.events import ABSENT, COLUMNS, EventTable
 from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
-from .classify import RuleSet
+from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
-from .kinds import assign_steps, classify_kinds
-from .linking import fill_collectives
+from .kinds import MEMCPY_CATS, assign_steps, classify_kinds
+from .linking import comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 
 _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
-_COPY_CATS = {"gpu_memcpy", "gpu_memset"}  # kinds MEMCPY / MEMSET
+_COPY_CATS = MEMCPY_CATS  # kinds MEMCPY / MEMSET, every generation
 _EXACT_LIMIT = 2**53 / 1000.0
 _PARTS = ("ts", "dur", "pid", "tid", "correlation", "external", "dev_arg", "has_coll", "name", "cat",
           "mem_bytes", "mem_total")
@@ -38,6 +38,7 @@ class TableBuilder:
         self.cats: dict[str, int] = {}
         self.coll_args: dict[int, object] = {}  # row -> Args of rows carrying collective metadata
         self.facts = Facts()
+        self.host_comm: dict[str, bool] = {}  # name -> a host op that issues a collective
         self.rows = 0
         self.n_bad = 0
 
@@ -96,8 +97,9 @@ class TableBuilder:
         p["correlation"].append(_ints([a.correlation if a is not None else -1 for a in args]))
         p["external"].append(_ints([a.external_id if a is not None else -1 for a in args]))
         p["dev_arg"].append(_ints([a.device if a is not None else -1 for a in args]))
-        coll = [i for i, a in enumerate(args) if a is not None and (a.coll_name is not None or
-                                                                    a.in_nelems is not None or a.in_size is not None)]
+        coll = [i for i, a in enumerate(args) if a is not None and (
+            a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
+            or (a.input_dims is not None and self._issues_collective(kept[i].name)))]
         has_coll = np.zeros(n, dtype=bool)
         has_coll[[i for i in coll if args[i].coll_name is not None]] = True
         p["has_coll"].append(has_coll)
@@ -113,8 +115,20 @@ class TableBuilder:
         p["mem_total"].append(mem_total)
         self.rows += n
 
+    def _issues_collective(self, name: str) -> bool:
+        hit = self.host_comm.get(name)
+        if hit is None:
+            hit = self.host_comm[name] = HOST_COMM_OP.match(name) is not None
+        return hit
+
     def finish(self, trace: Trace, path: str, warnings: list[str]) -> tuple[EventTable, RankInfo]:
-        table = self._table(int(trace.baseTimeNanoseconds or 0))
+        di = trace.distributedInfo
+        named = bool(di is not None and di.pg_config)
+        table, assumed = self._table(int(trace.baseTimeNanoseconds or 0), named)
+        if assumed:
+            warnings.append(f"{path}: the trace names no process groups (distributedInfo without pg_config); "
+                            f"{assumed} collectives without a group are assumed to run on the world group "
+                            "(default_pg) and are matched across ranks by their order")
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative "
                             "times/durations")
@@ -123,7 +137,7 @@ class TableBuilder:
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
         return table, rank_info(trace, path, table, self.facts, warnings)
 
-    def _table(self, base_ns: int) -> EventTable:
+    def _table(self, base_ns: int, named_groups: bool = True) -> tuple[EventTable, int]:
         p = {k: _join(v, k) for k, v in self.parts.items()}
         self.parts = {}
         strings: dict[str, int] = {}
@@ -131,7 +145,7 @@ class TableBuilder:
         name_map = _intern(strings, names)
         cat_map = _intern(strings, cats)
         name_codes, cat_codes = p["name"], p["cat"]
-        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules, p["has_coll"])
+        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules, p["has_coll"], p["pid"])
         tid = p["tid"]
         gloo = {t for (_, t), nm in self.facts.thread_names.items() if "gloo" in str(nm)}
         gloo |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
@@ -147,8 +161,9 @@ class TableBuilder:
                     correlation=p["correlation"], external_id=p["external"], mem_bytes=p["mem_bytes"],
                     mem_total=p["mem_total"])
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
-        fill_collectives(cols, strings, self.coll_args, names, name_codes)
-        return EventTable({k: cols[k] for k in COLUMNS}, tuple(strings))
+        comm_from_launch_context(cols, names, name_codes)
+        assumed = fill_collectives(cols, strings, self.coll_args, names, name_codes, world_group=not named_groups)
+        return EventTable({k: cols[k] for k in COLUMNS}, tuple(strings)), assumed
 
 
 _OWN = {"ts_ns", "dur_ns", "kind", "device", "pid", "stream", "name_id", "cat_id", "correlation", "external_id",

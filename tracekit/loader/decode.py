@@ -51,6 +51,9 @@ class Args(msgspec.Struct):
     mem_bytes: IntOrStr | None = msgspec.field(default=None, name="Bytes")
     mem_total: IntOrStr | None = msgspec.field(default=None, name="Total Allocated")
     copy_bytes: IntOrStr | None = msgspec.field(default=None, name="bytes")
+    # shapes and dtypes of a host op's inputs (record_shapes): a collective's size when its kernel has no args
+    input_dims: list | None = msgspec.field(default=None, name="Input Dims")
+    input_type: list | None = msgspec.field(default=None, name="Input type")
 
 
 class Event(msgspec.Struct):

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import MissingRankError, TraceFormatError
 from ..model.events import EventTable
@@ -128,12 +128,14 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
     for path, (table, info) in zip(files, results):
         check_rank(info)
         rank = info.rank
-        if rank < 0:
+        if rank < 0 or info.generation.get("rank") == "absent":
             if len(files) > 1:
                 raise MissingRankError(f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
                                        "given; load it alone or re-record with torch.distributed initialised")
-            warnings.append(f"{path}: no distributedInfo; treated as rank 0 of a 1-rank run")
+            what = "distributedInfo" if info.generation.get("distributed_info", "absent") == "absent" else "rank"
+            warnings.append(f"{path}: no {what} in the trace; treated as rank 0 of a 1-rank run")
             rank = 0
+            info = replace(info, rank=0, world_size=1)
         if rank in tables:
             raise MissingRankError(f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
                                    "remove the duplicate or load the runs separately")
@@ -143,7 +145,8 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
     if len(worlds) > 1:
         raise MissingRankError(f"traces of different runs mixed: world sizes {sorted(worlds)} in "
                                f"{os.path.dirname(files[0]) or '.'}; load each run's directory separately")
-    world = worlds.pop() if worlds else len(tables)
+    world = worlds.pop() if worlds else max(len(tables), max(tables, default=-1) + 1)
+    infos = {r: i if i.world_size > 0 else replace(i, world_size=world) for r, i in infos.items()}
     missing = sorted(set(range(world)) - set(tables)) if len(tables) > 1 else []
     if missing:
         warnings.append(f"ranks {_ranges(missing)} of {world} have no trace; cross-rank figures cover the loaded "

@@ -1,8 +1,11 @@
-"""Event kinds from categories and the unique names, and each event's ProfilerStep."""
+"""Event kinds from evidence -- each event's own category and where it ran (device pids) -- for every
+Kineto generation, and each event's ProfilerStep."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,23 +13,92 @@ from ..model.events import ABSENT
 from ..model.events import EventKind as K
 from .classify import HOST_COMM_OP, RuleSet
 
-DEVICE_CATS = {"kernel": K.KERNEL, "gpu_memcpy": K.MEMCPY, "gpu_memset": K.MEMSET, "cuda_sync": K.SYNC,
-               "gpu_user_annotation": K.ANNOTATION}
-HOST_CATS = {"cpu_op": K.CPU_OP, "user_annotation": K.ANNOTATION, "cuda_runtime": K.RUNTIME,
-             "cuda_driver": K.RUNTIME, "cpu_instant_event": K.MEMORY, "python_function": K.OTHER}
+DEVICE, HOST = "device", "host"
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """What an event category means: its kind, where it runs, and the trace generation that writes it."""
+
+    cat: str
+    kind: K
+    place: str  # DEVICE or HOST
+    generation: str
+
+
+# The category table: data, each generation it covers named beside it.
+CATEGORIES: tuple[Category, ...] = (
+    # Kineto since PyTorch ~1.11 (CUDA and ROCm)
+    Category("kernel", K.KERNEL, DEVICE, "kineto"),
+    Category("gpu_memcpy", K.MEMCPY, DEVICE, "kineto"),
+    Category("gpu_memset", K.MEMSET, DEVICE, "kineto"),
+    Category("cuda_sync", K.SYNC, DEVICE, "kineto"),
+    Category("gpu_user_annotation", K.ANNOTATION, DEVICE, "kineto"),
+    Category("cpu_op", K.CPU_OP, HOST, "kineto"),
+    Category("user_annotation", K.ANNOTATION, HOST, "kineto"),
+    Category("cuda_runtime", K.RUNTIME, HOST, "kineto"),
+    Category("cuda_driver", K.RUNTIME, HOST, "kineto"),
+    Category("cpu_instant_event", K.MEMORY, HOST, "kineto"),
+    Category("python_function", K.OTHER, HOST, "kineto"),
+    # PyTorch ~1.8-1.10 (flow category async_gpu)
+    Category("Kernel", K.KERNEL, DEVICE, "kineto-1.8"),
+    Category("Memcpy", K.MEMCPY, DEVICE, "kineto-1.8"),
+    Category("Memset", K.MEMSET, DEVICE, "kineto-1.8"),
+    Category("Runtime", K.RUNTIME, HOST, "kineto-1.8"),
+    # CUPTI range-profiler mode: one event per profiled range (a kernel replayed for its counters)
+    Category("cuda_profiler_range", K.KERNEL, DEVICE, "cupti-range-profiler"),
+    # Meta MTIA: device work on the MTIA process ("MTIA <n>" pids), the runtime on the host
+    Category("mtia_ccp_events", K.KERNEL, DEVICE, "mtia"),
+    Category("mtia_runtime", K.RUNTIME, HOST, "mtia"),
+)
+BY_CAT = {c.cat: c for c in CATEGORIES}
+DEVICE_CATS = {c.cat for c in CATEGORIES if c.place == DEVICE}
+HOST_CATS = {c.cat for c in CATEGORIES if c.place == HOST}
+MEMCPY_CATS = {c.cat for c in CATEGORIES if c.kind in (K.MEMCPY, K.MEMSET)}  # their args carry "bytes"
+
+# Device events of a category whose name says they are a copy or a sync, not compute (MTIA's DMA requests and
+# event records/waits, as HTA's MTIA memory pattern ^dma).
+DEVICE_NAME_KINDS: tuple[tuple[str, re.Pattern, K], ...] = (
+    ("mtia_ccp_events", re.compile(r"^dma"), K.MEMCPY),
+    ("mtia_ccp_events", re.compile(r"^event_(record|wait)"), K.SYNC),
+)
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def _per_name(names: list[str], test, codes) -> np.ndarray:
+def _per_name(names: Sequence[str], test, codes: np.ndarray) -> np.ndarray:
     return np.array([bool(test(n)) for n in names] or [False], dtype=bool)[codes]
 
 
-def classify_kinds(cat_codes, cats, name_codes, names, rules: RuleSet, has_coll) -> tuple[np.ndarray, np.ndarray]:
-    """(kind, is_device) per row. Rules run on the unique names only."""
-    cat_kind = np.array([int(DEVICE_CATS.get(c, HOST_CATS.get(c, K.OTHER))) for c in cats] or [0], dtype=np.int8)
+def device_pids(pid: np.ndarray, cat_codes: np.ndarray, cats: Sequence[str]) -> np.ndarray:
+    """The pids device work runs on: those of events in device categories, less those with host operators
+    (a host pid is the OS process id; Kineto's device pids are the device ordinals)."""
+    dev_cat = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)[cat_codes]
+    host_cat = np.array([c in ("cpu_op", "cuda_runtime", "Runtime") for c in cats] or [False], dtype=bool)[cat_codes]
+    return np.setdiff1d(np.unique(pid[dev_cat]), np.unique(pid[host_cat]))
+
+
+def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.ndarray, names: Sequence[str],
+                   rules: RuleSet, has_coll: np.ndarray, pid: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, is_device) per row. Rules run on the unique names only.
+
+    Device or host: the category's place, and a host-category event (a runtime call) on a device pid is the
+    device's own record (MTIA's device-side ``synchronize``): a device SYNC. Communication on the device: a
+    kernel with collective metadata, or one a name rule recognises (launch context comes later, in linking).
+    A host annotation is never device communication: it is the host side of a collective (CPU_COMM_OP),
+    except on CPU-only runs, where gloo's worker-thread spans are the communication intervals."""
+    cat_kind = np.array([int(BY_CAT[c].kind) if c in BY_CAT else int(K.OTHER) for c in cats] or [0], dtype=np.int8)
     cat_dev = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)
     kind = cat_kind[cat_codes].copy() if len(cat_codes) else np.empty(0, np.int8)
     is_device = cat_dev[cat_codes] if len(cat_codes) else np.empty(0, bool)
+    if pid is not None and len(pid):
+        on_dev = np.isin(pid, device_pids(pid, cat_codes, cats)) & ~is_device
+        kind[on_dev & (kind == K.RUNTIME)] = K.SYNC
+        is_device = is_device | on_dev
+    for cat, pattern, k in DEVICE_NAME_KINDS:
+        if cat in cats:
+            hit = _per_name(names, pattern.match, name_codes) & (cat_codes == list(cats).index(cat))
+            kind[hit] = k
     matched = rules.match(names)
     comm_name = np.array([m is not None for m in matched] or [False], dtype=bool)[name_codes]
     step_name = _per_name(names, STEP_RE.match, name_codes)
@@ -34,14 +106,25 @@ def classify_kinds(cat_codes, cats, name_codes, names, rules: RuleSet, has_coll)
     tk_wait = _per_name(names, lambda n: n.startswith("tracekit:wait|"), name_codes)
     tk_comm = _per_name(names, lambda n: n.startswith("tracekit:comm|"), name_codes)
     kernel = kind == K.KERNEL
-    kind[kernel & (comm_name | has_coll)] = K.COMM
+    kind[kernel & is_device & (comm_name | has_coll)] = K.COMM
+    cpu_run = not bool(is_device.any())
     annot = (kind == K.ANNOTATION) & ~is_device
-    kind[annot & comm_name] = K.COMM  # gloo:* worker-thread spans
+    if cpu_run:
+        kind[annot & comm_name] = K.COMM  # gloo:* worker-thread spans
     kind[annot & step_name] = K.STEP
     kind[annot & tk_wait] = K.SYNC
     kind[annot & tk_comm] = K.CPU_COMM_OP
+    kind[annot & host_comm & (kind == K.ANNOTATION)] = K.CPU_COMM_OP  # nccl:all_reduce, hccl:allgather, ...
     kind[(kind == K.CPU_OP) & host_comm] = K.CPU_COMM_OP
     return kind, is_device
+
+
+def generation_of(cats: Iterable[str]) -> str:
+    """The category generation(s) a trace was written in, from the categories it uses."""
+    seen = sorted({BY_CAT[c].generation for c in cats if c in BY_CAT and BY_CAT[c].generation != "kineto"})
+    if not seen:
+        return "kineto" if any(c in BY_CAT for c in cats) else "unknown"
+    return "+".join(seen)
 
 
 def assign_steps(cols, kind, names, name_codes, is_device) -> np.ndarray:
@@ -52,7 +135,7 @@ def assign_steps(cols, kind, names, name_codes, is_device) -> np.ndarray:
     srows = np.flatnonzero(kind == K.STEP)
     if len(srows) == 0:
         return step
-    numbers = np.array([int(STEP_RE.match(names[c]).group(1)) for c in name_codes[srows]], dtype=np.int32)
+    numbers = np.array([int(STEP_RE.sub(r"\1", names[c])) for c in name_codes[srows]], dtype=np.int32)
     order = np.argsort(cols["ts_ns"][srows], kind="stable")
     srows, numbers = srows[order], numbers[order]
     starts, ends = cols["ts_ns"][srows], cols["ts_ns"][srows] + cols["dur_ns"][srows]

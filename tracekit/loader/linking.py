@@ -1,5 +1,11 @@
-"""Filling the collective columns: from kernel args, from the host op that launched a kernel, and from
-tracekit's own annotations for gloo spans on CPU runs."""
+"""Communication from evidence, and the collective columns.
+
+Which device work is communication, in order of evidence: collective metadata on the kernel (or on its linked
+``record_param_comms``); then the launch context -- a kernel or memcpy launched from directly inside a
+collective host op (NCCL's copy-engine collectives and symmetric-memory all-gathers run as a Memcpy with no
+kernel); then the shipped name rules (classify.py). The collective columns come from kernel args, from the host
+op that launched a kernel (its args, or its name and ``Input Dims``/``Input type`` in traces before 2024), and
+from tracekit's own annotations for gloo spans on CPU runs."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import numpy as np
 from ..formats import comm_annotation
 from ..model.events import ABSENT
 from ..model.events import EventKind as K
-from .classify import dtype_bytes, normalize_op
+from .classify import HOST_COMM_OP, dtype_bytes, normalize_op
 
 _STR_FIELDS = ("coll_op_id", "pg_name_id", "pg_desc_id", "pg_ranks_id", "dtype_id", "in_split_id", "out_split_id")
 _INT_FIELDS = ("group_size", "in_nelems", "out_nelems", "in_bytes", "out_bytes", "seq", "src_rank", "dst_rank")
@@ -39,8 +45,92 @@ def _int(value) -> int:
     return v if -1 <= v < _INT_LIMIT else ABSENT
 
 
-def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list[str], name_codes) -> None:
-    """``coll_args``: row -> Args for the rows whose args carry collective metadata, in row order."""
+def _issuer_names(names: list[str]) -> np.ndarray:
+    """Per unique name: a host op that issues a device collective (c10d::*, record_param_comms, nccl:*, ...;
+    not gloo, which runs no device work, nor a wait)."""
+    return np.array([HOST_COMM_OP.match(n) is not None and not n.startswith("gloo:") and "wait" not in n
+                     for n in names] or [False], dtype=bool)
+
+
+def comm_from_launch_context(cols, names: list[str], name_codes: np.ndarray) -> int:
+    """Device kernels and memcpys launched from directly inside a collective host op become COMM (the
+    innermost host op enclosing the launch call is the collective's, not an operator such as ``aten::copy_``
+    nested in it). Returns how many were reclassified."""
+    kind, corr = cols["kind"], cols["correlation"]
+    cand = np.flatnonzero(((kind == K.KERNEL) | (kind == K.MEMCPY)) & (cols["device"] >= 0) & (corr >= 0))
+    issuer = _issuer_names(names)[name_codes] & (kind == K.CPU_COMM_OP) & (cols["device"] < 0)
+    hosts = np.flatnonzero(issuer)
+    rt = np.flatnonzero((kind == K.RUNTIME) & (corr >= 0))
+    if not (len(cand) and len(hosts) and len(rt)):
+        return 0
+    rt = rt[np.argsort(corr[rt], kind="stable")]
+    pos = np.clip(np.searchsorted(corr[rt], corr[cand]), 0, len(rt) - 1)
+    hit = corr[rt[pos]] == corr[cand]
+    cand, launch = cand[hit], rt[pos[hit]]
+    ts, end, tid = cols["ts_ns"], cols["ts_ns"] + cols["dur_ns"], cols["stream"]
+    ops = np.flatnonzero(((kind == K.CPU_OP) | (kind == K.CPU_COMM_OP)) & ~issuer & (cols["device"] < 0))
+    changed = 0
+    for thread in np.unique(tid[launch]):
+        h = hosts[tid[hosts] == thread]
+        if not len(h):
+            continue
+        h = h[np.argsort(ts[h], kind="stable")]
+        sel = np.flatnonzero(tid[launch] == thread)
+        t = ts[launch[sel]]
+        # inside the union of the thread's collective ops? (vectorised; the few hits are checked one by one)
+        idx = np.searchsorted(ts[h], t, side="right") - 1
+        reach = np.maximum.accumulate(end[h])
+        inside = idx >= 0
+        inside[inside] = reach[idx[inside]] >= t[inside]
+        o = ops[tid[ops] == thread]
+        o = o[np.argsort(ts[o], kind="stable")]
+        o_ts, o_end = ts[o], end[o]
+        h_end = end[h].tolist()
+        for j, k in zip(sel[inside].tolist(), idx[inside].tolist()):
+            tl = int(ts[launch[j]])
+            while k >= 0 and h_end[k] < tl:  # back to the latest-starting collective op still open: the innermost
+                k -= 1
+            if k < 0:
+                continue
+            start = ts[h[k]]
+            lo, hi = np.searchsorted(o_ts, start, side="left"), np.searchsorted(o_ts, tl, side="right")
+            if hi > lo and o_end[lo:hi].max() >= tl:
+                continue  # an operator nested in the collective launched it: its own work, not the transfer
+            kind[cand[j]] = K.COMM
+            changed += 1
+    return changed
+
+
+def _dims_nelems(dims) -> int | None:
+    """Elements of a host op's first input from its ``Input Dims``: one tensor ([d0, d1, ...]) or a tensor
+    list ([[d0, ...], ...], summed)."""
+    if not isinstance(dims, list) or not dims:
+        return None
+    first = dims[0]
+    shapes = [first] if isinstance(first, list) and all(isinstance(d, int) for d in first) else (
+        first if isinstance(first, list) else [])
+    total = 0
+    for shape in shapes:
+        if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
+            return None
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total if shapes else None
+
+
+def _dims_dtype(types) -> str | None:
+    if not isinstance(types, list):
+        return None
+    return next((t for t in types if isinstance(t, str) and dtype_bytes(t) > 0), None)
+
+
+def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list[str], name_codes,
+                     world_group: bool = False) -> int:
+    """``coll_args``: row -> Args for the rows whose args carry collective metadata, in row order.
+    ``world_group``: the trace names no process groups; collectives without one are put on the world group
+    (default_pg, name "0"). Returns how many were."""
     def sid(text: str | None) -> int:
         return ABSENT if not text else strings.setdefault(text, len(strings))
 
@@ -56,8 +146,13 @@ def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list
                 cols[key][i] = value
 
     kind = cols["kind"]
-    # 1. collective args on kernels and on record_param_comms (NCCL traces)
+    # 1. collective args on kernels and on record_param_comms (NCCL traces); a host op without them (traces
+    # before 2024): its op from its name, its size and dtype from its Input Dims / Input type
     for i, a in coll_args.items():
+        if a.coll_name is None and a.in_nelems is None and a.in_size is None:
+            put(i, op=normalize_op(names[name_codes[i]].split("::")[-1].split(":")[-1]),
+                dtype=_dims_dtype(a.input_type), in_nelems=_dims_nelems(a.input_dims))
+            continue
         put(i, op=normalize_op(a.coll_name), pg_name=_text(a.pg_name if a.pg_name is not None else a.pg_id),
             pg_desc=a.pg_desc, ranks=_text(a.pg_ranks), dtype=a.dtype, in_split=_text(a.in_split),
             out_split=_text(a.out_split), group_size=_int(a.group_size),
@@ -77,7 +172,8 @@ def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list
             in_split=ann.in_split, out_split=ann.out_split, in_nelems=ann.in_nelems, out_nelems=ann.out_nelems,
             in_bytes=ann.in_bytes, out_bytes=ann.out_bytes, seq=ann.seq, src_rank=ann.src_rank,
             dst_rank=ann.dst_rank, group_size=len(ann.ranks_tuple) or None)
-    _link_device_kernels(cols)
+    _op_from_host_names(cols, names, name_codes, sid)
+    _link_device_kernels(cols, strings)
     # 3. op from the name where nothing better is known (gloo spans: their own op, then the annotation's rest)
     comm = np.flatnonzero((kind == K.COMM) & (cols["coll_op_id"] < 0))
     for i in comm:
@@ -86,6 +182,37 @@ def fill_collectives(cols, strings: dict[str, int], coll_args: dict, names: list
             cols["coll_op_id"][i] = sid(op)
     _link_gloo_spans(cols, parsed, strings)
     _fill_bytes(cols, strings)
+    return _world_group(cols, strings, sid) if world_group else 0
+
+
+_P2P = ("send", "recv", "send_recv")
+
+
+def _world_group(cols, strings: dict[str, int], sid) -> int:
+    """Collectives on the device with an op but no process group, in a trace that names none: the world."""
+    text = {v: k for k, v in strings.items()}
+    rows = np.flatnonzero((cols["kind"] == K.COMM) & (cols["coll_op_id"] >= 0) & (cols["pg_name_id"] < 0))
+    rows = rows[[text.get(int(c), "") not in _P2P for c in cols["coll_op_id"][rows]]] if len(rows) else rows
+    if len(rows):
+        cols["pg_name_id"][rows] = sid("0")
+        cols["pg_desc_id"][rows] = sid("default_pg")
+    return len(rows)
+
+
+def _op_from_host_names(cols, names: list[str], name_codes, sid) -> None:
+    """A collective host op without args (c10d::allreduce_, nccl:all_to_all) says its op by its name."""
+    rows = np.flatnonzero((cols["kind"] == K.CPU_COMM_OP) & (cols["coll_op_id"] < 0) & (cols["device"] < 0))
+    if not len(rows):
+        return
+    issuer = _issuer_names(names)
+    ops: dict[int, str] = {}
+    for c in np.unique(name_codes[rows]).tolist():
+        name = names[c]
+        if issuer[c] and name != "record_param_comms":
+            ops[c] = normalize_op(name.split("::")[-1].split(":")[-1])
+    for c, op in ops.items():
+        if op:
+            cols["coll_op_id"][rows[name_codes[rows] == c]] = sid(op)
 
 
 def _copy(cols, dst: np.ndarray, src: np.ndarray) -> None:
@@ -95,11 +222,14 @@ def _copy(cols, dst: np.ndarray, src: np.ndarray) -> None:
         col[dst[take]] = col[src[take]]
 
 
-def _link_device_kernels(cols) -> None:
+def _link_device_kernels(cols, strings: dict[str, int]) -> None:
     """Comm kernels without args take them from the host collective op that launched them: the
-    record_param_comms (or c10d/nccl op) enclosing the launch call on the same thread."""
+    record_param_comms (or c10d/nccl op) enclosing the launch call on the same thread. A SendRecv kernel that
+    an all-to-all launched is that all-to-all."""
     kind = cols["kind"]
-    need = np.flatnonzero((kind == K.COMM) & (cols["device"] >= 0) & (cols["coll_op_id"] < 0)
+    send_recv, all_to_all = strings.get("send_recv", -2), strings.get("all_to_all", -2)
+    op = cols["coll_op_id"]
+    need = np.flatnonzero((kind == K.COMM) & (cols["device"] >= 0) & ((op < 0) | (op == send_recv))
                           & (cols["correlation"] >= 0))
     hosts = np.flatnonzero((kind == K.CPU_COMM_OP) & ((cols["coll_op_id"] >= 0) | (cols["in_nelems"] >= 0)))
     rt = np.flatnonzero((kind == K.RUNTIME) & (cols["correlation"] >= 0))
@@ -121,7 +251,10 @@ def _link_device_kernels(cols) -> None:
         idx = np.searchsorted(ts[h], ts[lrows], side="right") - 1
         ok = idx >= 0
         ok[ok] = end[h[idx[ok]]] >= ts[lrows[ok]]
-        _copy(cols, k[ok], h[idx[ok]])
+        src = h[idx[ok]]
+        a2a = (op[k[ok]] == send_recv) & (op[src] == all_to_all)
+        op[k[ok][a2a]] = all_to_all
+        _copy(cols, k[ok][op[k[ok]] != send_recv], src[op[k[ok]] != send_recv])
 
 
 # gloo carries some collectives out as another op: reduce_scatter as an all_reduce plus a slice, a ring exchange
@@ -160,7 +293,8 @@ def _match_spans(cols, parsed, strings, spans, issues, thread_group: dict, calle
     pending: dict[str, deque] = defaultdict(deque)  # process group -> annotations in issue order
     for i in issues:
         pending[parsed[i].pg_name].append(i)
-    links, learnt = [], {}
+    links: list[tuple[int, int]] = []
+    learnt: dict[int, str] = {}
     for s in spans:
         span_op = text.get(int(cols["coll_op_id"][s]), "")
         start = cols["ts_ns"][s]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..model.events import EventKind as K
 from ..model.events import EventTable
 from ..model.traceset import ProcessGroup, RankInfo
 from .decode import Trace
+from .kinds import generation_of
 
 
 @dataclass
@@ -37,8 +40,11 @@ class Facts:
 
 def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings) -> RankInfo:
     di = trace.distributedInfo
-    rank = di.rank if di is not None and di.rank is not None else -1
-    world = di.world_size if di is not None and di.world_size is not None else -1
+    given = di.rank if di is not None else None
+    has_rank = given is not None
+    # no distributedInfo (or no rank in it): rank 0 of a 1-rank run, in every output
+    rank: int = given if given is not None else 0
+    world = di.world_size if di is not None and di.world_size is not None else (-1 if has_rank else 1)
     groups = []
     pg_style = "absent"
     for pg in (di.pg_config or []) if di is not None else []:
@@ -47,11 +53,18 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
         groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
-    dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
-    names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)] if dev_mask.any() else []
-    rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
-        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
-    device_type = ("rocm" if rocm else "cuda") if dev_mask.any() else "cpu"
+    device_type, cats = _device_type(trace, table)
+    gpus = len(trace.deviceProperties or [])
+    nccl = di is not None and "nccl" in str(di.backend or "")
+    if device_type == "cpu" and len(table) and (gpus or nccl):
+        why = f"deviceProperties lists {gpus} GPUs" if gpus else "its backend is NCCL"
+        warnings.append(f"{path}: {why} but the trace holds no device activity (was ProfilerActivity.CUDA "
+                        "recorded?); analysed as a CPU-only run, so host operators count as compute")
+    if "cuda_profiler_range" in cats and "kernel" not in cats:
+        n = int(np.count_nonzero(table["cat_id"] == table.strings.index("cuda_profiler_range")))
+        warnings.append(f"{path}: recorded in CUPTI range-profiler mode: its {n} device events are profiler ranges "
+                        "(kernels replayed to read counters), not individual kernel executions; their times are "
+                        "not the kernels' times, so compute, overlap and idle figures do not describe the run")
     ints = [t for t in facts.first_ts if t is not None]
     flow_cats = facts.flow_cats
     generation = {
@@ -64,6 +77,8 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,
+        "categories": generation_of(cats),
+        "rank": "present" if has_rank else "absent",
     }
     return RankInfo(rank=rank, world_size=world, backend=(di.backend or "") if di is not None else "",
                     source=path, process_groups=tuple(groups), device_type=device_type,
@@ -71,6 +86,21 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
                     base_time_ns=int(trace.baseTimeNanoseconds or 0), trace_id=str(trace.trace_id or ""),
                     nccl_version=(di.nccl_version or "") if di is not None else "",
                     host_name=str(trace.host_name or ""), generation=generation, warnings=tuple(warnings))
+
+
+def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
+    """("cuda" | "rocm" | "mtia" | "cpu", the categories present), from the device events themselves;
+    deviceProperties only tells ROCm from CUDA."""
+    cats = {table.strings[c] for c in np.unique(table["cat_id"]).tolist() if 0 <= c < len(table.strings)}
+    dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
+    if not dev_mask.any():
+        return "cpu", cats
+    if "mtia_ccp_events" in cats:
+        return "mtia", cats
+    names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)]
+    rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
+        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
+    return ("rocm" if rocm else "cuda"), cats
 
 
 def _parse_ranks(text) -> list[int]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: event kinds and communication from evidence (every generation)
 
 
 class EventKind(enum.IntEnum):

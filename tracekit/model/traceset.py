@@ -39,7 +39,7 @@ class RankInfo:
     backend: str = ""
     source: str = ""  # the file it came from
     process_groups: tuple[ProcessGroup, ...] = ()
-    device_type: str = "cpu"  # "cuda", "rocm" or "cpu" (no device activity at all)
+    device_type: str = "cpu"  # "cuda", "rocm", "mtia" or "cpu" (no device activity at all)
     device_properties: tuple[Mapping, ...] = ()
     base_time_ns: int = 0
     trace_id: str = ""

@@ -37,7 +37,12 @@ def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
         exact = ([exact[0][i] for i in keep], [exact[1][i] for i in keep])
     else:
         exact = None
-    table, n_bad = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names, exact)
+    named = bool(trace.distributedInfo is not None and trace.distributedInfo.pg_config)
+    table, n_bad, assumed = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names, exact, named)
+    if assumed:
+        warnings.append(f"{path}: the trace names no process groups (distributedInfo without pg_config); "
+                        f"{assumed} collectives without a group are assumed to run on the world group "
+                        "(default_pg) and are matched across ranks by their order")
     if n_bad:
         warnings.append(f"{path}: dropped {n_bad} events with missing, non-finite or negative times/durations")
     if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
@@ -71,7 +76,7 @@ def _int_or_absent(v) -> int:
     return ABSENT
 
 
-def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> tuple[EventTable, int]:
+def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact, named=True):
     ts = _array([e.ts for e in kept], np.float64, np.nan)
     dur = _array([e.dur for e in kept], np.float64, np.nan)
     is_instant = np.array([e.ph == "i" for e in kept], dtype=bool)
@@ -104,7 +109,7 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> t
     external = _ints([a.external_id if a is not None else None for a in args])
     dev_arg = _ints([a.device if a is not None else None for a in args])
 
-    kind, is_device = _kinds(cat_codes, list(cat_uniques), name_codes, list(name_uniques), rules, args)
+    kind, is_device = _kinds(cat_codes, list(cat_uniques), name_codes, list(name_uniques), rules, args, pid)
     gloo_threads = {tid_ for (pid_, tid_), nm in thread_names.items() if "gloo" in str(nm)}
     gloo_threads |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
     on_gloo = np.isin(tid, np.array(sorted(t for t in gloo_threads if isinstance(t, int)), dtype=np.int64))
@@ -122,8 +127,9 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact) -> t
     cp = np.flatnonzero((kind == K.MEMCPY) | (kind == K.MEMSET))
     cols["mem_bytes"][cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
     cols["step"] = _assign_steps(cols, kind, name_uniques, name_codes, is_device)
-    fill_collectives(cols, strings, args, list(name_uniques), name_codes)
-    return EventTable(cols, tuple(strings)), n_bad
+    comm_from_launch_context(cols, list(name_uniques), name_codes)
+    assumed = fill_collectives(cols, strings, args, list(name_uniques), name_codes, [e.name for e in kept], named)
+    return EventTable(cols, tuple(strings)), n_bad, assumed
 
 
 def _to_ns(ts_us: np.ndarray) -> np.ndarray:
@@ -136,7 +142,15 @@ def _intern(strings: dict[str, int], uniques) -> np.ndarray:
     return np.array([strings.setdefault(str(u), len(strings)) for u in uniques], dtype=np.int32)
 
 
-def _kinds(cat_codes, cats, name_codes, names, rules: RuleSet, args) -> tuple[np.ndarray, np.ndarray]:
+def _kinds(cat_codes, cats, name_codes, names, rules: RuleSet, args, pid) -> tuple[np.ndarray, np.ndarray]:
+    """The real kinds module (its evidence rules apply to both sides), fed from the full event list."""
+    from tracekit.loader.kinds import classify_kinds
+
+    has_coll = np.array([a is not None and a.coll_name is not None for a in args], dtype=bool)
+    return classify_kinds(cat_codes, cats, name_codes, names, rules, has_coll, pid)
+
+
+def _kinds_before_evidence(cat_codes, cats, name_codes, names, rules: RuleSet, args) -> tuple[np.ndarray, np.ndarray]:
     cat_kind = np.array([int(DEVICE_CATS.get(c, HOST_CATS.get(c, K.OTHER))) for c in cats] or [0], dtype=np.int8)
     cat_dev = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)
     kind = cat_kind[cat_codes].copy() if len(cat_codes) else np.empty(0, np.int8)
@@ -188,6 +202,17 @@ def _assign_steps(cols, kind, name_uniques, name_codes, is_device) -> np.ndarray
 
 
 def _rank_info(trace: Trace, path: str, table: EventTable, flow_cats: set, kept, warnings) -> RankInfo:
+    """The real rank_info (rank 0 of 1 without distributedInfo, generations, device type from evidence), fed
+    the facts gathered from the full event list."""
+    from tracekit.loader.rankinfo import Facts, rank_info
+
+    style = _msg_style(kept)
+    facts = Facts(flow_cats=set(flow_cats), first_ts=[e.ts for e in kept[:1000]],
+                  msg_style=None if style == "none" else style)
+    return rank_info(trace, path, table, facts, warnings)
+
+
+def _rank_info_before_evidence(trace: Trace, path: str, table: EventTable, flow_cats: set, kept, warnings) -> RankInfo:
     di = trace.distributedInfo
     rank = di.rank if di is not None and di.rank is not None else -1
     world = di.world_size if di is not None and di.world_size is not None else -1
@@ -241,12 +266,19 @@ def _msg_style(kept) -> str:
     return "none"
 
 # ---- linking: the real module (its fixes apply to both sides), fed the way the old loader fed it ----
-def fill_collectives(cols, strings, args, names, name_codes):
+def comm_from_launch_context(cols, names, name_codes):
+    from tracekit.loader.linking import comm_from_launch_context as real
+
+    return real(cols, names, name_codes)
+
+
+def fill_collectives(cols, strings, args, names, name_codes, row_names, named=True):
     from tracekit.loader.linking import fill_collectives as real
 
     coll = {i: a for i, a in enumerate(args)
-            if a is not None and (a.coll_name is not None or a.in_nelems is not None or a.in_size is not None)}
-    real(cols, strings, coll, names, name_codes)
+            if a is not None and (a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
+                                  or (a.input_dims is not None and HOST_COMM_OP.match(row_names[i]) is not None))}
+    return real(cols, strings, coll, names, name_codes, world_group=not named)
 
 
 def reference_load(path: str, rules=None):

@@ -19,13 +19,19 @@ FIXTURES = {
                                                 [(0, 7), (0, 40)]),
     "ddp-allreduce-2rank-rank1-oldformat.json.gz": (1, 2, "cuda", {"all_reduce": 2020}, [2, 3, 4, 5, 6],
                                                     [(1, 7), (1, 14)]),
-    "pp-sendrecv-128rank-rank0.json.gz": (0, 128, "cuda", {"send_recv": 10}, [551, 552],
-                                          [(0, 7), (0, 23), (0, 25), (0, 84), (0, 203)]),
-    "pp-sendrecv-128rank-rank1.json.gz": (1, 128, "cuda", {"send_recv": 10}, [551, 552],
-                                          [(1, 7), (1, 23), (1, 25), (1, 84), (1, 203)]),
+    # the 10 ncclKernel_SendRecv kernels carry no collective args; each launch call sits directly inside
+    # nccl:all_to_all (4), nccl:all_reduce (4) or nccl:_all_gather_base (2): the launch context is the op
+    "pp-sendrecv-128rank-rank0.json.gz": (0, 128, "cuda", {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
+                                          [551, 552], [(0, 7), (0, 23), (0, 25), (0, 84), (0, 203)]),
+    "pp-sendrecv-128rank-rank1.json.gz": (1, 128, "cuda", {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
+                                          [551, 552], [(1, 7), (1, 23), (1, 25), (1, 84), (1, 203)]),
     "single-rank-nocomm-nsresolution.json.gz": (0, 1, "cuda", {}, [101, 102, 103, 104, 105], [(0, 7)]),
-    "rocm-mi250-minitoy.json.gz": (-1, -1, "rocm", {}, [1, 2], [(2, 0)]),
+    # no distributedInfo: rank 0 of a 1-rank run (before: -1 of -1, which crashed report and --timeline-out)
+    "rocm-mi250-minitoy.json.gz": (0, 1, "rocm", {}, [1, 2], [(2, 0)]),
 }
+# distributedInfo without pg_config: collectives are put on the world group, and the loader says so
+WORLD_GROUP_ASSUMED = {"ddp-allreduce-2rank-rank1-oldformat.json.gz": 2020, "pp-sendrecv-128rank-rank0.json.gz": 10,
+                       "pp-sendrecv-128rank-rank1.json.gz": 10}
 
 
 def oracle(path):
@@ -53,7 +59,12 @@ def test_fixture_loads_with_exact_figures(name):
     assert sorted(set(zip(table["device"][dev].tolist(), table["stream"][dev].tolist()))) == streams
     assert int(table.mask_kind(K.KERNEL, K.COMM).sum()) == n_kernels
     assert abs(int(table["ts_ns"].min()) - lo) <= 1 and abs(int(table.end_ns.max()) - hi) <= 1
-    assert not info.warnings
+    if name in WORLD_GROUP_ASSUMED:
+        (warning,) = info.warnings
+        assert f"{WORLD_GROUP_ASSUMED[name]} collectives without a group are assumed to run on the world" in warning
+        assert set(table.decode("pg_name_id")[comm]) == {"0"}
+    else:
+        assert not info.warnings
 
 
 def test_process_group_metadata_from_kernel_args():
