@@ -16,10 +16,15 @@ from typing import Any
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
+from .files import BlankGuard, open_regular
 
 # Default limit on the inflated size of one trace: a gzip bomb is refused instead of exhausting memory.
 DEFAULT_MAX_BYTES = int(os.environ.get("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
 _CHUNK = 16 * 1024 * 1024
+# Whitespace runs: refused from about this length on (see files.BlankGuard); above the default string limit
+# (checks.DEFAULT_MAX_STRING_BYTES, 1 MiB), so a string of spaces that limit allows is never taken for padding.
+BLANK_SLACK = 64 * 1024
+BLANK_BLOCK = int(os.environ.get("TRACEKIT_MAX_STRING_BYTES", 1024**2)) + BLANK_SLACK
 
 Num = int | float
 IntOrStr = int | str
@@ -83,6 +88,8 @@ class DistInfo(msgspec.Struct):
 
 
 class Trace(msgspec.Struct):
+    """A decoded trace: the events and the header fields tracekit reads, each of its expected type."""
+
     traceEvents: list[Event] | None = None
     distributedInfo: DistInfo | None = None
     deviceProperties: list[dict] | None = None
@@ -92,7 +99,23 @@ class Trace(msgspec.Struct):
     schemaVersion: Any = None
 
 
-_DECODER = msgspec.json.Decoder(Trace)
+class RawTrace(msgspec.Struct):
+    """What the decoders read: typed events, an untyped header (a few KB) that ``header.clean_header`` checks
+    field by field, so one mistyped field costs that field only."""
+
+    traceEvents: list[Event] | None = None
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+    baseTimeNanoseconds: Any = None
+    trace_id: Any = None
+    host_name: Any = None
+    schemaVersion: Any = None
+
+
+_DECODER = msgspec.json.Decoder(RawTrace, float_hook=float)
+# Untyped: float_hook=float turns a number beyond float range (1e400) into ±inf instead of refusing the whole file;
+# the event that holds it is then dropped like any other with a non-finite time.
+_UNTYPED = msgspec.json.Decoder(float_hook=float)
 
 
 @contextmanager
@@ -111,21 +134,22 @@ class CorruptGzip(Exception):
     """zlib gave up part-way; what inflated before it is still good."""
 
 
-def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
-    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused past
-    ``max_bytes``: a gzip bomb never reaches memory. Raises CorruptGzip where the compressed data breaks."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 -- closed by the `with fh:` below, after the error mapping
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
+def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK, blank_block: int = BLANK_BLOCK):
+    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream:
+    past ``max_bytes`` in all, or at a run of about ``blank_block`` to ``2 * blank_block`` whitespace bytes (a
+    bomb of padding). Regular files only (``files.open_regular``); a read error is a TraceFormatError. Raises
+    CorruptGzip where the compressed data breaks."""
+    fh = open_regular(path)
+    guard = BlankGuard(blank_block)
     with fh:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if fh.read(2) == b"\x1f\x8b" else None
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if _read(fh, 2, path, 0) == b"\x1f\x8b" else None
         fh.seek(0)
         total = 0
-        while raw := fh.read(size):
+        while raw := _read(fh, size, path, total):
             if inflater is None:
                 total += len(raw)
                 _check_size(total, max_bytes, path, "is larger than")
+                _check_blank(guard, raw, total, path)
                 yield raw
                 continue
             try:
@@ -133,6 +157,7 @@ def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK
                     out = inflater.decompress(raw, size)
                     total += len(out)
                     _check_size(total, max_bytes, path, "inflates past")
+                    _check_blank(guard, out, total, path)
                     yield out
                     raw = inflater.unconsumed_tail
                     if inflater.eof:
@@ -142,18 +167,33 @@ def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK
                 raise CorruptGzip(str(exc)) from None
 
 
+def _read(fh, size: int, path: str, at: int) -> bytes:
+    try:
+        return fh.read(size)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: read error after {at} bytes ({exc.strerror or exc}); check the disk or "
+                               "re-copy the trace") from None
+
+
+def _check_blank(guard: BlankGuard, chunk: bytes, total: int, path: str) -> None:
+    if guard.feed(chunk):
+        raise InputLimitError(f"{path}: more than {guard.block} whitespace bytes in a row before byte {total} "
+                              "(padding, a whitespace bomb?); no string tracekit accepts is that long: raise "
+                              "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+
+
 def _check_size(total: int, max_bytes: int, path: str, verb: str) -> None:
     if total > max_bytes:
         raise InputLimitError(f"{path}: {verb} {max_bytes} bytes (a gzip bomb or a huge trace?); raise the limit "
                               "with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
 
 
-def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray:
+def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES, blank_block: int = BLANK_BLOCK) -> bytearray:
     """The whole file's JSON bytes. Corrupt gzip data after a good start keeps what inflated (a truncated
     trace is salvaged by the decoder); corrupt from the start is an error."""
     data = bytearray()
     try:
-        for chunk in raw_chunks(path, max_bytes):
+        for chunk in raw_chunks(path, max_bytes, blank_block=blank_block):
             data += chunk
     except CorruptGzip as exc:
         if not data:
@@ -163,31 +203,85 @@ def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray:
 
 def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
     """Typed decode, plus warnings. On a schema surprise fall back to a lenient per-event conversion; on
-    truncated JSON keep every complete event."""
+    truncated JSON keep every complete event. ``data`` is briefly modified in place (see ``check_one_events``)."""
     if not data.strip():
         raise TraceFormatError(f"{path}: empty file; was the profiler stopped before export?")
     warnings: list[str] = []
-    with gc_paused():
-        try:
-            trace = _DECODER.decode(data)
-        except msgspec.ValidationError:
-            trace = _lenient(_untyped(data, path), path, warnings)
-        except msgspec.DecodeError as exc:
-            trace = salvage_truncated(data, path, exc, warnings)
+    try:
+        with gc_paused():
+            try:
+                raw = _DECODER.decode(data)
+                trace = _typed(raw, path, warnings)
+            except msgspec.ValidationError:
+                trace = _lenient(_untyped(data, path), path, warnings)
+            except msgspec.DecodeError as exc:
+                trace = salvage_truncated(data, path, exc, warnings)
+    except RecursionError:
+        raise TraceFormatError(too_deep(path)) from None
     if trace.traceEvents is None:
         raise TraceFormatError(f"{path}: JSON without 'traceEvents'; not a Kineto/Chrome trace")
+    check_one_events(data, path, 0)
     return trace, warnings
 
 
-def _untyped(data: bytes, path: str) -> Any:
+def too_deep(path: str) -> str:
+    return (f"{path}: JSON nested too deeply (hundreds of levels of arrays or objects); no Kineto trace is, the "
+            "file is corrupt or crafted")
+
+
+def _typed(raw: RawTrace, path: str, warnings: list[str]) -> Trace:
+    from .header import HEADER_FIELDS, clean_header
+
+    trace, notes = clean_header({k: getattr(raw, k) for k in HEADER_FIELDS}, path)
+    trace.traceEvents = raw.traceEvents
+    warnings += notes
+    return trace
+
+
+_KEY = b'"traceEvents"'
+
+
+class _Probe(msgspec.Struct):
+    renamed: msgspec.Raw | None = msgspec.field(default=None, name="traceEventZ")
+
+
+def check_one_events(data: bytes | bytearray, path: str, start: int, prefix: bytes = b"") -> None:
+    """Refuse a document with two top-level 'traceEvents' keys (a decoder keeps one of them: part of the events
+    would silently vanish). Each occurrence of the key from ``start`` on is renamed in place, the document
+    decoded for the renamed key only (msgspec skips the rest), and restored: a nested key of the same name
+    is not an error."""
+    if data.count(_KEY, start) < 2 - (1 if prefix else 0):
+        return
+    if not isinstance(data, bytearray):
+        data = bytearray(data)
+    at, found, tries = data.find(_KEY, start), 0, 0
+    while at >= 0 and tries < 16:
+        data[at + 11] = ord("Z")
+        try:
+            probe = msgspec.json.decode(prefix + data if prefix else data, type=_Probe)
+            found += probe.renamed is not None
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        finally:
+            data[at + 11] = ord("s")
+        at, tries = data.find(_KEY, at + 1), tries + 1
+    if found + (1 if prefix else 0) >= 2:
+        raise TraceFormatError(f"{path}: two 'traceEvents' arrays in one trace (a bad merge?); a JSON reader keeps "
+                               "only one of them: merge the arrays into one, or split the file")
+
+
+def _untyped(data: bytes | bytearray, path: str) -> Any:
     try:
-        return msgspec.json.decode(data)
+        return _UNTYPED.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
 
 
 def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
-    """Convert event by event, dropping only the events whose fields have impossible types."""
+    """Convert event by event, dropping only the events whose fields have impossible types; the header field by
+    field (``header.clean_header``)."""
+    from .header import clean_header
+
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise TraceFormatError(f"{path}: JSON without a 'traceEvents' list; not a Kineto/Chrome trace")
     events, dropped = [], 0
@@ -196,12 +290,8 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
             events.append(msgspec.convert(raw, Event, strict=False))
         except (msgspec.ValidationError, TypeError):
             dropped += 1
-    header = {k: v for k, v in obj.items() if k != "traceEvents"}
-    try:
-        trace = msgspec.convert(header, Trace, strict=False)
-    except msgspec.ValidationError:
-        trace = Trace()
-        warnings.append(f"{path}: trace header has fields of unexpected types; rank/world size may be missing")
+    trace, notes = clean_header(obj, path)
+    warnings += notes
     trace.traceEvents = events
     if dropped:
         warnings.append(f"{path}: dropped {dropped} of {len(obj['traceEvents'])} events with malformed fields")
@@ -220,7 +310,7 @@ def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str
             break
         candidate = data[: cut + 1] + b"]}"
         try:
-            obj = msgspec.json.decode(candidate)
+            obj = _UNTYPED.decode(candidate)
         except msgspec.DecodeError:
             continue
         events = obj.get("traceEvents") if isinstance(obj, dict) else None
@@ -258,7 +348,7 @@ def exact_times_ns(data: bytes) -> tuple[list, list] | None:
     try:
         with gc_paused():
             events = msgspec.json.decode(data, type=_ExactTrace).traceEvents or []
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     ts = [int((e.ts * 1000).to_integral_value()) if e.ts is not None and e.ts.is_finite() else None for e in events]
     dur = [int((e.dur * 1000).to_integral_value()) if e.dur is not None and e.dur.is_finite() else None

@@ -11,20 +11,31 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..errors import MissingRankError, TraceFormatError
+from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.events import EventTable
 from ..model.traceset import RankInfo, RunMetadata, TraceSet
-from .cache import read_cache, write_cache
+from .cache import read_cache, source_stamp, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
-from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
+from .decode import (
+    BLANK_SLACK,
+    DEFAULT_MAX_BYTES,
+    decode,
+    exact_times_ns,
+    gc_paused,
+    needs_exact_times,
+    read_bytes,
+    too_deep,
+)
+from .files import read_limited
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "run.json"
+MANIFEST_MAX_BYTES = 16 * 1024**2  # a manifest is a few KB: layout, process groups, versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +50,11 @@ class LoadOptions:
 def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
     """One trace file -> (EventTable, RankInfo). Raises TraceFormatError naming the file."""
     options = options or LoadOptions()
+    notes: list[str] = []
+    stamp = None
     if options.cache:
-        hit = read_cache(path, options)
+        stamp = source_stamp(path)  # before the read: a trace that grows during the load is not cached as read
+        hit = read_cache(path, options, notes)
         if hit is not None:
             check_strings(hit[0], path, options.max_string_bytes)
             return hit
@@ -51,15 +65,27 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
             table, info = _load_whole(path, options)
     except OverflowError as exc:  # a number no int64/int32 column can hold: refuse rather than wrap around
         raise TraceFormatError(f"{path}: a number in the trace is out of range ({exc}); the trace is corrupt") from None
+    except RecursionError:
+        raise TraceFormatError(too_deep(path)) from None
+    except MemoryError:
+        raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files "
+                              "early, or load on a machine with more memory") from None
     table, info = check_table(table, info, path, options.max_string_bytes)
-    if options.cache:
-        write_cache(path, options, table, info)
+    if options.cache and stamp is not None:
+        write_cache(path, options, table, info, stamp)
+    if notes:  # about this load only (a rejected cache entry): not written to the cache
+        info = replace(info, warnings=tuple(notes) + tuple(info.warnings))
     return table, info
+
+
+def _blank_block(options: LoadOptions) -> int:
+    """Whitespace runs past this are padding, not JSON (see files.BlankGuard): above the longest string allowed."""
+    return max(options.max_string_bytes, 1024**2) + BLANK_SLACK
 
 
 def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """Decode and columnarise piece by piece: memory holds the columns, not the file or all its structs."""
-    stream = EventStream(path, options.max_bytes)
+    stream = EventStream(path, options.max_bytes, blank_block=_blank_block(options))
     builder = TableBuilder(options.rules)
     for events in stream:
         with gc_paused():
@@ -70,12 +96,12 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
     if stream.header is not None:
         check_header(stream.header, path)
     with gc_paused():
-        return builder.finish(stream.header, path, [])
+        return builder.finish(stream.header, path, list(stream.warnings))
 
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """The whole file at once: lenient decoding, salvage of truncated traces, exact ns timestamps."""
-    data = read_bytes(path, options.max_bytes)
+    data = read_bytes(path, options.max_bytes, _blank_block(options))
     trace, warnings = decode(data, path)
     check_header(trace, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
@@ -151,7 +177,8 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
     warnings += _mixed_run_warnings(tables)
     backend = next((i.backend for i in infos.values() if i.backend), "")
     layout = dict(manifest.get("layout", {})) if isinstance(manifest.get("layout"), dict) else {}
-    dims = {str(g.get("name")): str(g.get("dimension")) for g in manifest.get("process_groups", [])
+    groups = manifest.get("process_groups")
+    dims = {str(g.get("name")): str(g.get("dimension")) for g in (groups if isinstance(groups, list) else [])
             if isinstance(g, dict) and g.get("dimension")}
     meta = RunMetadata(world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest,
                        warnings=tuple(warnings))
@@ -183,10 +210,11 @@ def _manifest_for(paths) -> dict:
         item = os.fspath(item)
         cand = os.path.join(item if os.path.isdir(item) else os.path.dirname(item), MANIFEST)
         if os.path.isfile(cand):
+            data = read_limited(cand, MANIFEST_MAX_BYTES, TraceFormatError, "run manifest")
             try:
-                with open(cand, encoding="utf-8") as fh:
-                    data = json.load(fh)
-                return data if isinstance(data, dict) else {}
-            except (OSError, ValueError) as exc:
-                raise TraceFormatError(f"{cand}: unreadable run manifest ({exc}); fix or delete it") from None
+                doc = json.loads(data.decode("utf-8"))
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise TraceFormatError(f"{cand}: unreadable run manifest ({why}); fix or delete it") from None
+            return doc if isinstance(doc, dict) else {}
     return {}

@@ -1,0 +1,104 @@
+"""Opening untrusted paths: regular files only, never a blocking open, every OS error a one-line TracekitError.
+
+A FIFO named ``rank1.json`` would block ``open()`` forever, ``/dev/zero`` would stream until memory runs out, a
+socket cannot be read at all: each is refused from ``os.stat`` before opening, and the open itself is
+non-blocking (``O_NONBLOCK``) and checked again with ``fstat``, so a file swapped for a FIFO between the two
+cannot hang the loader either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import BinaryIO
+
+from ..errors import TraceFormatError, TracekitError
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what: str = "trace") -> BinaryIO:
+    """``open(path, "rb")`` for regular files only; anything else raises ``error`` in one line."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc}); check the path and permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files "
+                    "only") from None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc}); check the path and permissions") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped between stat and open
+            raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular "
+                        "files only")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_limited(path: str, limit: int, error: type[TracekitError], what: str) -> bytes:
+    """The whole of a small file (a rule file, a run manifest), refused past ``limit`` bytes."""
+    fh = open_regular(path, error, what)
+    with fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: read error in the {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise error(f"{path}: the {what} is larger than {limit} bytes; that is not a {what}")
+    return data
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
+_BLANK = frozenset(b" \t\r\n")
+
+
+class BlankGuard:
+    """Refuses a long run of JSON whitespace as the bytes stream past: a gzip bomb of spaces (1 GiB inflates from
+    1 MB) is refused after a few MiB instead of being inflated, buffered and parsed.
+
+    Linear and nearly free: only one byte in every ``block`` is looked at, unless it is blank; then a C-level
+    regex search finds the next non-blank byte. Every run of at least ``2 * block`` blank bytes holds a whole
+    aligned block and is refused; no run shorter than ``block`` ever is (``block`` is above the longest string
+    tracekit accepts, so a legitimate run of spaces inside a string is never mistaken for padding).
+    """
+
+    def __init__(self, block: int):
+        self.block = max(int(block), 1024)
+        self.offset = 0  # stream offset of the chunk being looked at
+        self.need = 0  # blank bytes still needed to complete the block under test (0: none under test)
+
+    def feed(self, chunk: bytes) -> bool:
+        """True when ``chunk`` completes a whole blank block."""
+        n = len(chunk)
+        if self.need:
+            end = min(self.need, n)
+            if _NOT_BLANK.search(chunk, 0, end):
+                self.need = 0
+            else:
+                self.need -= end
+                if not self.need:
+                    return True
+        start = -self.offset % self.block
+        self.offset += n
+        for g in range(start, n, self.block):
+            if chunk[g] in _BLANK:
+                end = min(g + self.block, n)
+                if not _NOT_BLANK.search(chunk, g, end):
+                    if end - g == self.block:
+                        return True
+                    self.need = self.block - (end - g)
+        return False
