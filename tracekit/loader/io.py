@@ -143,13 +143,15 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     options = options or LoadOptions()
     files = find_traces(paths)
     results = map_files(files, options, executor=executor, progress=progress)
-    return assemble(files, results, _manifest_for(paths))
+    return assemble(files, results, _manifest_for(paths), options.rules.notes)
 
 
-def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict) -> TraceSet:
+def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict,
+             notes: Sequence[str] = ()) -> TraceSet:
+    """``notes``: run-wide warnings from the options (a user pattern RE2 cannot run)."""
     tables: dict[int, EventTable] = {}
     infos: dict[int, RankInfo] = {}
-    warnings: list[str] = []
+    warnings: list[str] = list(notes)
     results = list(results)
     for path, (table, info) in zip(files, results):
         check_rank(info)
