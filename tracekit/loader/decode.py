@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import decimal
 import gc
+import math
 import os
 import zlib
 from contextlib import contextmanager
@@ -242,7 +243,7 @@ _KEY = b'"traceEvents"'
 
 
 class _Probe(msgspec.Struct):
-    renamed: msgspec.Raw | None = msgspec.field(default=None, name="traceEventZ")
+    renamed: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="traceEventZ")
 
 
 def check_one_events(data: bytes | bytearray, path: str, start: int, prefix: bytes = b"") -> None:
@@ -259,7 +260,7 @@ def check_one_events(data: bytes | bytearray, path: str, start: int, prefix: byt
         data[at + 11] = ord("Z")
         try:
             probe = msgspec.json.decode(prefix + data if prefix else data, type=_Probe)
-            found += probe.renamed is not None
+            found += len(probe.renamed) > 0
         except (msgspec.DecodeError, RecursionError):
             pass
         finally:
@@ -337,7 +338,7 @@ def needs_exact_times(trace: Trace) -> bool:
     limit = 2**53 / 1000.0
     for e in trace.traceEvents or ():
         t = e.ts
-        if type(t) is float and abs(t) >= limit and t != int(t):
+        if type(t) is float and limit <= abs(t) < math.inf and t != int(t):
             return True
     return False
 

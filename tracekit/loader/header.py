@@ -16,6 +16,7 @@ from .decode import DistInfo, PgConfig, Trace
 HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
                  "schemaVersion")
 _SCALARS = (str, int, float, bool)
+_MAX_RANK = 2**31 - 1
 
 Report = Callable[[str, Any, str], None]
 
@@ -29,6 +30,21 @@ def _short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+MAX_DEPTH = 64  # levels of arrays/objects in one header field; Kineto's go 3 deep
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` nests lists/dicts more than ``limit`` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]]:
     """``values``: header field -> untyped JSON value (absent fields missing or None). Returns the typed header
     (``traceEvents`` unset) and one warning per dropped field."""
@@ -39,6 +55,10 @@ def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]
                         "header")
 
     trace = Trace()
+    values = dict(values)
+    for name in HEADER_FIELDS:
+        if deeper_than(values.get(name)):
+            bad(name, values.pop(name), f"nests more than {MAX_DEPTH} levels deep")
     base = values.get("baseTimeNanoseconds")
     if base is not None:
         if _int(base):
@@ -87,7 +107,7 @@ def _str(v: Any) -> bool:
 
 
 def _count(v: Any) -> bool:
-    return _int(v) and v >= 0
+    return _int(v) and 0 <= v <= _MAX_RANK
 
 
 def _positive(v: Any) -> bool:
@@ -99,13 +119,13 @@ def _name(v: Any) -> bool:
 
 
 def _ranks(v: Any) -> bool:
-    return isinstance(v, str) or (isinstance(v, list) and all(_int(r) for r in v))
+    return isinstance(v, str) or (isinstance(v, list) and all(_int(r) and 0 <= r <= _MAX_RANK for r in v))
 
 
 _PG_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("pg_name", _name, "is not a string or an integer"), ("uid", _name, "is not a string or an integer"),
     ("pg_desc", _str, "is not a string"), ("backend_config", _str, "is not a string"),
-    ("pg_size", _count, "is not a count"), ("ranks", _ranks, "is not a list of integers or a string"),
+    ("pg_size", _count, "is not a count"), ("ranks", _ranks, "is not a list of ranks (0 to 2**31) or a string"),
 )
 
 

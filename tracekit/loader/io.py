@@ -31,6 +31,7 @@ from .decode import (
     too_deep,
 )
 from .files import read_limited
+from .header import MAX_DEPTH, deeper_than
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -160,8 +161,11 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
             if len(files) > 1:
                 raise MissingRankError(f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
                                        "given; load it alone or re-record with torch.distributed initialised")
-            warnings.append(f"{path}: no distributedInfo; treated as rank 0 of a 1-rank run")
+            what = ("no distributedInfo" if info.generation.get("distributed_info", "absent") == "absent"
+                    else "no usable rank in distributedInfo")
+            warnings.append(f"{path}: {what}; treated as rank 0 of a 1-rank run")
             rank = 0
+            info = replace(info, rank=0, world_size=info.world_size if info.world_size > 0 else 1)
         if rank in tables:
             raise MissingRankError(f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
                                    "remove the duplicate or load the runs separately")
@@ -218,5 +222,8 @@ def _manifest_for(paths) -> dict:
             except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
                 why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
                 raise TraceFormatError(f"{cand}: unreadable run manifest ({why}); fix or delete it") from None
+            if deeper_than(doc):
+                raise TraceFormatError(f"{cand}: unreadable run manifest (nested more than {MAX_DEPTH} levels deep); "
+                                       "fix or delete it")
             return doc if isinstance(doc, dict) else {}
     return {}

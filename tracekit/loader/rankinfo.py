@@ -45,7 +45,8 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
         name = pg.pg_name if pg.pg_name is not None else pg.uid
         ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
-        groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
+        groups.append(ProcessGroup("" if name is None else str(name), pg.pg_desc or "",
+                                   tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)] if dev_mask.any() else []
@@ -76,4 +77,4 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
 def _parse_ranks(text) -> list[int]:
     if not isinstance(text, str):
         return []
-    return [int(x) for x in re.findall(r"-?\d+", text)]
+    return [int(x) for x in re.findall(r"-?\d+", text) if len(x) <= 10 and 0 <= int(x) < 2**31]
