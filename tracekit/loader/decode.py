@@ -12,20 +12,43 @@ import math
 import os
 import zlib
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
-from .files import BlankGuard, open_regular
+from .files import RunGuard, open_regular
 
 # Default limit on the inflated size of one trace: a gzip bomb is refused instead of exhausting memory.
 DEFAULT_MAX_BYTES = int(os.environ.get("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
 _CHUNK = 16 * 1024 * 1024
-# Whitespace runs: refused from about this length on (see files.BlankGuard); above the default string limit
-# (checks.DEFAULT_MAX_STRING_BYTES, 1 MiB), so a string of spaces that limit allows is never taken for padding.
-BLANK_SLACK = 64 * 1024
-BLANK_BLOCK = int(os.environ.get("TRACEKIT_MAX_STRING_BYTES", 1024**2)) + BLANK_SLACK
+# Gzip: refuse inflating past this many times the compressed bytes consumed, once past the floor. Kineto traces
+# inflate 9-17x (tests/data); a bomb of whitespace or of empty events `{},` about 1000x.
+DEFAULT_MAX_RATIO = float(os.environ.get("TRACEKIT_MAX_GZIP_RATIO", 200))
+RATIO_FLOOR = 16 * 1024**2
+_DEFAULT_MAX_STRING = int(os.environ.get("TRACEKIT_MAX_STRING_BYTES", 1024**2))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """What ``raw_chunks`` refuses as the bytes stream (each an InputLimitError naming the flag that raises it)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES  # inflated bytes in all
+    max_string_bytes: int = _DEFAULT_MAX_STRING  # sets the two run lengths below
+    max_ratio: float = DEFAULT_MAX_RATIO  # inflated / compressed, past RATIO_FLOOR
+
+    @property
+    def blank_block(self) -> int:
+        """Whitespace runs: refused from about this length on; above the longest string allowed, so a string of
+        spaces that the string limit lets through is never taken for padding."""
+        return max(self.max_string_bytes, 1024**2) + 64 * 1024
+
+    @property
+    def quote_block(self) -> int:
+        """Runs without a '"': a string (or a number, or punctuation) this long is refused before it is buffered."""
+        return max(4 * self.max_string_bytes, 16 * 1024**2)
+
 
 Num = int | float
 IntOrStr = int | str
@@ -135,30 +158,30 @@ class CorruptGzip(Exception):
     """zlib gave up part-way; what inflated before it is still good."""
 
 
-def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK, blank_block: int = BLANK_BLOCK):
-    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream:
-    past ``max_bytes`` in all, or at a run of about ``blank_block`` to ``2 * blank_block`` whitespace bytes (a
-    bomb of padding). Regular files only (``files.open_regular``); a read error is a TraceFormatError. Raises
-    CorruptGzip where the compressed data breaks."""
+def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
+    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream (see
+    ``StreamLimits``; an int is the max_bytes limit alone). Regular files only (``files.open_regular``); a read
+    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks."""
+    limits = limits if isinstance(limits, StreamLimits) else StreamLimits(max_bytes=limits)
     fh = open_regular(path)
-    guard = BlankGuard(blank_block)
+    guards = (RunGuard(limits.blank_block, "blank"), RunGuard(limits.quote_block, "quote"))
     with fh:
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if _read(fh, 2, path, 0) == b"\x1f\x8b" else None
         fh.seek(0)
-        total = 0
+        total = consumed = 0
         while raw := _read(fh, size, path, total):
             if inflater is None:
                 total += len(raw)
-                _check_size(total, max_bytes, path, "is larger than")
-                _check_blank(guard, raw, total, path)
+                _check(limits, guards, raw, total, 0, path)
                 yield raw
                 continue
             try:
                 while raw:
                     out = inflater.decompress(raw, size)
+                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data)
+                                                                            if inflater.eof else 0)
                     total += len(out)
-                    _check_size(total, max_bytes, path, "inflates past")
-                    _check_blank(guard, out, total, path)
+                    _check(limits, guards, out, total, consumed, path)
                     yield out
                     raw = inflater.unconsumed_tail
                     if inflater.eof:
@@ -176,25 +199,34 @@ def _read(fh, size: int, path: str, at: int) -> bytes:
                                "re-copy the trace") from None
 
 
-def _check_blank(guard: BlankGuard, chunk: bytes, total: int, path: str) -> None:
-    if guard.feed(chunk):
-        raise InputLimitError(f"{path}: more than {guard.block} whitespace bytes in a row before byte {total} "
+def _check(limits: StreamLimits, guards: tuple[RunGuard, ...], chunk: bytes, total: int, consumed: int,
+           path: str) -> None:
+    """``consumed``: compressed bytes inflated so far (0 for a plain file)."""
+    if total > limits.max_bytes:
+        raise InputLimitError(f"{path}: {'inflates past' if consumed else 'is larger than'} {limits.max_bytes} bytes "
+                              "(a gzip bomb or a huge trace?); raise the limit with --max-trace-bytes (or "
+                              "TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+    if consumed and total > RATIO_FLOOR and total > limits.max_ratio * consumed:
+        raise InputLimitError(f"{path}: {consumed} gzip'ed bytes inflate to {total} (more than {limits.max_ratio:g}x; "
+                              "traces inflate about 10x: a gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO "
+                              "if it is genuine")
+    blank, quote = guards
+    if blank.feed(chunk):
+        raise InputLimitError(f"{path}: more than {blank.block} whitespace bytes in a row before byte {total} "
                               "(padding, a whitespace bomb?); no string tracekit accepts is that long: raise "
                               "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+    if quote.feed(chunk):
+        raise InputLimitError(f"{path}: more than {quote.block} bytes without a '\"' before byte {total} (a string "
+                              "far beyond the string limit, or garbage); raise --max-string-bytes (or "
+                              "TRACEKIT_MAX_STRING_BYTES) if it is genuine")
 
 
-def _check_size(total: int, max_bytes: int, path: str, verb: str) -> None:
-    if total > max_bytes:
-        raise InputLimitError(f"{path}: {verb} {max_bytes} bytes (a gzip bomb or a huge trace?); raise the limit "
-                              "with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
-
-
-def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES, blank_block: int = BLANK_BLOCK) -> bytearray:
+def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> bytearray:
     """The whole file's JSON bytes. Corrupt gzip data after a good start keeps what inflated (a truncated
     trace is salvaged by the decoder); corrupt from the start is an error."""
     data = bytearray()
     try:
-        for chunk in raw_chunks(path, max_bytes, blank_block=blank_block):
+        for chunk in raw_chunks(path, limits):
             data += chunk
     except CorruptGzip as exc:
         if not data:

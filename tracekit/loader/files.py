@@ -64,29 +64,38 @@ def read_limited(path: str, limit: int, error: type[TracekitError], what: str) -
 
 _NOT_BLANK = re.compile(rb"[^ \t\r\n]")
 _BLANK = frozenset(b" \t\r\n")
+_QUOTE = ord('"')
 
 
-class BlankGuard:
-    """Refuses a long run of JSON whitespace as the bytes stream past: a gzip bomb of spaces (1 GiB inflates from
-    1 MB) is refused after a few MiB instead of being inflated, buffered and parsed.
+class RunGuard:
+    """Refuses a long run of bytes without a *stop* byte as the bytes stream past: blanks (a gzip bomb of spaces:
+    1 GiB inflates from 1 MB) or bytes without a ``"`` (a multi-GB string; no JSON has megabytes between two
+    quotes otherwise) are refused after a few MiB instead of being inflated, buffered and parsed.
 
-    Linear and nearly free: only one byte in every ``block`` is looked at, unless it is blank; then a C-level
-    regex search finds the next non-blank byte. Every run of at least ``2 * block`` blank bytes holds a whole
-    aligned block and is refused; no run shorter than ``block`` ever is (``block`` is above the longest string
-    tracekit accepts, so a legitimate run of spaces inside a string is never mistaken for padding).
+    Linear and nearly free: only one byte in every ``block`` is looked at, and from it a C-level search for the
+    next stop byte, which in a real trace is a few bytes away. Every run of at least ``2 * block`` bytes holds a
+    whole aligned block and is refused; no run shorter than ``block`` ever is.
     """
 
-    def __init__(self, block: int):
-        self.block = max(int(block), 1024)
+    def __init__(self, block: int, kind: str):
+        self.block, self.kind = max(int(block), 1024), kind
         self.offset = 0  # stream offset of the chunk being looked at
-        self.need = 0  # blank bytes still needed to complete the block under test (0: none under test)
+        self.need = 0  # run bytes still needed to complete the block under test (0: none under test)
+
+    def _stop(self, chunk: bytes, start: int, end: int) -> bool:
+        if self.kind == "blank":
+            return _NOT_BLANK.search(chunk, start, end) is not None
+        return chunk.find(b'"', start, end) >= 0
+
+    def _candidate(self, byte: int) -> bool:
+        return byte in _BLANK if self.kind == "blank" else byte != _QUOTE
 
     def feed(self, chunk: bytes) -> bool:
-        """True when ``chunk`` completes a whole blank block."""
+        """True when ``chunk`` completes a whole block without a stop byte."""
         n = len(chunk)
         if self.need:
             end = min(self.need, n)
-            if _NOT_BLANK.search(chunk, 0, end):
+            if self._stop(chunk, 0, end):
                 self.need = 0
             else:
                 self.need -= end
@@ -95,9 +104,9 @@ class BlankGuard:
         start = -self.offset % self.block
         self.offset += n
         for g in range(start, n, self.block):
-            if chunk[g] in _BLANK:
+            if self._candidate(chunk[g]):
                 end = min(g + self.block, n)
-                if not _NOT_BLANK.search(chunk, g, end):
+                if not self._stop(chunk, g, end):
                     if end - g == self.block:
                         return True
                     self.need = self.block - (end - g)

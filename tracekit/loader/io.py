@@ -21,8 +21,9 @@ from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_st
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
 from .decode import (
-    BLANK_SLACK,
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RATIO,
+    StreamLimits,
     decode,
     exact_times_ns,
     gc_paused,
@@ -46,6 +47,7 @@ class LoadOptions:
     cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
+    max_gzip_ratio: float = DEFAULT_MAX_RATIO
 
 
 def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
@@ -79,14 +81,13 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
     return table, info
 
 
-def _blank_block(options: LoadOptions) -> int:
-    """Whitespace runs past this are padding, not JSON (see files.BlankGuard): above the longest string allowed."""
-    return max(options.max_string_bytes, 1024**2) + BLANK_SLACK
+def _limits(options: LoadOptions) -> StreamLimits:
+    return StreamLimits(options.max_bytes, options.max_string_bytes, options.max_gzip_ratio)
 
 
 def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """Decode and columnarise piece by piece: memory holds the columns, not the file or all its structs."""
-    stream = EventStream(path, options.max_bytes, blank_block=_blank_block(options))
+    stream = EventStream(path, _limits(options))
     builder = TableBuilder(options.rules)
     for events in stream:
         with gc_paused():
@@ -102,7 +103,7 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """The whole file at once: lenient decoding, salvage of truncated traces, exact ns timestamps."""
-    data = read_bytes(path, options.max_bytes, _blank_block(options))
+    data = read_bytes(path, _limits(options))
     trace, warnings = decode(data, path)
     check_header(trace, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None

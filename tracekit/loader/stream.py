@@ -9,11 +9,10 @@ import msgspec
 
 from ..errors import TraceFormatError
 from .decode import (
-    BLANK_BLOCK,
-    DEFAULT_MAX_BYTES,
     CorruptGzip,
     Event,
     RawTrace,
+    StreamLimits,
     Trace,
     check_one_events,
     gc_paused,
@@ -52,9 +51,8 @@ class EventStream:
     ``baseTimeNanoseconds``, come after the events in Kineto's files) and ``warnings`` the header fields that
     were dropped."""
 
-    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, piece_bytes: int | None = None,
-                 blank_block: int = BLANK_BLOCK):
-        self.path, self.max_bytes, self.blank_block = path, max_bytes, blank_block
+    def __init__(self, path: str, limits: StreamLimits | None = None, piece_bytes: int | None = None):
+        self.path, self.limits = path, limits or StreamLimits()
         self.piece = piece_bytes or PIECE_BYTES
         self.max_gap = max(MAX_GAP, 4 * self.piece)
         self.header: Trace | None = None
@@ -87,7 +85,7 @@ class EventStream:
 
     def _chunks(self) -> Iterator[bytes]:
         try:
-            yield from raw_chunks(self.path, self.max_bytes, max(self.piece, 1 << 16), self.blank_block)
+            yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16))
         except CorruptGzip:
             raise NotStreamable("corrupt gzip: the whole-file path keeps what inflated") from None
 
@@ -129,6 +127,8 @@ class EventStream:
             if pos <= 0:
                 break
             before = bytes(buf[max(0, pos - 64):pos]).rstrip()
+            if not before:  # a long blank run before the '{' (shorter than the limit on blank runs)
+                before = bytes(buf[max(0, pos - self.limits.blank_block):pos]).rstrip()[-64:]
             if before.endswith(b",") and before[:-1].rstrip().endswith(b"}"):
                 close = buf.rfind(b"}", 0, pos)
                 piece = bytearray(b"[")
