@@ -49,6 +49,7 @@ def read_cache(path: str, options, notes: list[str] | None = None) -> tuple[Even
     target = cache_path(path, options.cache_dir)
     if not os.path.isfile(target):
         return None
+    why: str | None
     try:
         hit = _read(path, target, options)
     except Exception as exc:  # a cache file is untrusted input: whatever it does, reload from the trace

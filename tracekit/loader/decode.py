@@ -331,7 +331,7 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
     return trace
 
 
-def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str]) -> Trace:
+def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
     """A trace cut short (killed process, full disk): keep every complete event before the cut."""
     start = data.find(b'"traceEvents"')
     if start < 0:
@@ -375,7 +375,7 @@ def needs_exact_times(trace: Trace) -> bool:
     return False
 
 
-def exact_times_ns(data: bytes) -> tuple[list, list] | None:
+def exact_times_ns(data: bytes | bytearray) -> tuple[list, list] | None:
     """ts and dur of every event, in integer ns, decoded exactly from the JSON text (aligned with
     ``traceEvents``; None where absent). None when the text cannot be decoded this way."""
     try:

@@ -24,6 +24,7 @@ from .decode import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RATIO,
     StreamLimits,
+    Trace,
     decode,
     exact_times_ns,
     gc_paused,
@@ -95,10 +96,10 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
                 raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
             builder.add(events)
         del events
-    if stream.header is not None:
-        check_header(stream.header, path)
+    header = stream.header if stream.header is not None else Trace()
+    check_header(header, path)
     with gc_paused():
-        return builder.finish(stream.header, path, list(stream.warnings))
+        return builder.finish(header, path, list(stream.warnings))
 
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
@@ -119,8 +120,11 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
     for item in items:
         item = os.fspath(item)
         if os.path.isdir(item):
-            found += [os.path.join(item, f) for f in sorted(os.listdir(item))
-                      if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
+            try:
+                names = sorted(os.listdir(item))
+            except OSError as exc:
+                raise TraceFormatError(f"{item}: cannot list the directory ({exc.strerror or exc})") from None
+            found += [os.path.join(item, f) for f in names if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
         elif any(ch in item for ch in "*?["):
             found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
         elif os.path.exists(item):
@@ -128,7 +132,7 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
         else:
             raise TraceFormatError(f"{item}: no such file or directory; pass a trace file, a directory or a glob")
     if not found:
-        raise TraceFormatError(f"{', '.join(map(os.fspath, items))}: no *.json or *.json.gz traces found")
+        raise TraceFormatError(f"{', '.join(str(os.fspath(i)) for i in items)}: no *.json or *.json.gz traces found")
     return found
 
 
@@ -197,7 +201,7 @@ def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:
     starts = {r: int(t["ts_ns"].min()) for r, t in tables.items() if len(t)}
     if len(starts) < 2:
         return []
-    lo, hi = min(starts, key=starts.get), max(starts, key=starts.get)
+    lo, hi = min(starts, key=lambda r: starts[r]), max(starts, key=lambda r: starts[r])
     gap_s = (starts[hi] - starts[lo]) / 1e9
     if gap_s > 3600:
         return [f"rank {hi} starts {gap_s:.0f} s after rank {lo}: these traces look like different runs; "
