@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -64,7 +65,15 @@ CRAFTED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CRAFTED) + ["random-bytes"])
+def _more_rows(target):
+    """A cache file claiming 3 M rows for a trace of a few KB (an allocation bomb if read)."""
+    table = pq.read_table(target)
+    n = 3 * 2**20
+    cols = {k: pa.array(np.zeros(n, dtype=table.column(k).type.to_pandas_dtype())) for k in table.column_names}
+    pq.write_table(pa.table(cols).replace_schema_metadata(table.schema.metadata), target)
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED) + ["random-bytes", "more-rows-than-the-trace-holds"])
 def test_a_crafted_cache_entry_is_reloaded_with_a_warning(tmp_path, name):
     src = write(tmp_path / "rank0.json", intact_doc())
     opts = LoadOptions(cache=True, cache_dir=str(tmp_path / "c"))
@@ -74,6 +83,8 @@ def test_a_crafted_cache_entry_is_reloaded_with_a_warning(tmp_path, name):
     if name == "random-bytes":
         with open(target, "wb") as fh:
             fh.write(os.urandom(4096))
+    elif name == "more-rows-than-the-trace-holds":
+        _more_rows(target)
     else:
         _rewrite(target, **CRAFTED[name])
     table, info = load_file(str(src), opts)

@@ -81,3 +81,25 @@ def test_a_bomb_of_repeated_tokens_is_refused_by_the_gzip_ratio(tmp_path):
         load_file(str(path), LoadOptions(cache=False))
     table, _ = load_file(str(path), LoadOptions(cache=False, max_gzip_ratio=1e9))  # the knob lets it through
     assert len(table) == 1
+
+
+def _die(args):
+    import os
+
+    os._exit(9)  # what the kernel's OOM killer leaves of a worker
+
+
+def test_a_loader_process_that_dies_is_a_one_line_error(tmp_path, monkeypatch):
+    """A worker killed mid-load (out of memory): before, a BrokenProcessPool traceback."""
+    import multiprocessing
+
+    from tracekit.errors import TracekitError
+    from tracekit.loader import executors
+
+    if multiprocessing.get_start_method() != "fork":
+        pytest.skip("the patched worker function reaches the pool's processes only when they fork")
+    files = [str(write(tmp_path / f"rank{r}.json", intact_doc())) for r in range(2)]
+    monkeypatch.setattr(executors, "_load_one", _die)
+    with pytest.raises(TracekitError, match="a loader process died.*--executor serial") as err:
+        executors.map_files(files, LoadOptions(cache=False), executor="process")
+    assert "\n" not in str(err.value)

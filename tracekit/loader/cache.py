@@ -66,8 +66,6 @@ def read_cache(path: str, options, notes: list[str] | None = None) -> tuple[Even
 def _read(path: str, target: str, options) -> tuple[EventTable, RankInfo] | None:
     import pyarrow.parquet as pq
 
-    if os.path.getsize(target) > _MAX_META_BYTES * 8:
-        raise ValueError("cache file too large")
     # ParquetFile, not read_table: the latter imports pyarrow.dataset (~0.2 s, more than the read itself)
     pf = pq.ParquetFile(target)
     raw = (pf.schema_arrow.metadata or {}).get(_KEY, b"")
@@ -78,6 +76,9 @@ def _read(path: str, target: str, options) -> tuple[EventTable, RankInfo] | None
         raise ValueError("cache metadata is not an object")
     if meta.get("stamp") != source_stamp(path) or meta.get("rules") != _rules_key(options):
         return None  # stale: the normal case after the trace changed, no warning
+    rows, most = pf.metadata.num_rows, _most_rows(path, options)
+    if rows > most:  # checked before reading: RLE-encoded columns could inflate to any size
+        raise ValueError(f"{rows} rows, more than the trace could hold ({most})")
     table = pf.read(columns=list(COLUMNS))
     cols = {k: table.column(k).to_numpy().astype(d, copy=False) for k, d in COLUMNS.items()}
     strings = meta["strings"]
@@ -88,6 +89,14 @@ def _read(path: str, target: str, options) -> tuple[EventTable, RankInfo] | None
     if why:
         raise ValueError(why)
     return EventTable(cols, tuple(strings)), RankInfo.from_dict(info)
+
+
+def _most_rows(path: str, options) -> int:
+    """More events than this cannot come from ``path``: an event is at least ~40 bytes of JSON, and a .gz trace
+    inflates at most ``max_gzip_ratio`` times before the loader refuses it."""
+    size = os.path.getsize(path)
+    ratio = getattr(options, "max_gzip_ratio", 200) if path.endswith(".gz") else 1
+    return int(max(2**20, size * ratio // 40))
 
 
 def _info_problem(d: Any) -> str | None:
