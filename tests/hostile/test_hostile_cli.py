@@ -174,10 +174,15 @@ def test_catastrophic_pattern_on_real_kernel_names(tmp_path):
     ("long-pattern.toml", b'[[comm]]\npattern = "' + b"a" * 100_000 + b'"\n', "a pattern of 100000 bytes"),
     ("huge.toml", None, "larger than 1048576 bytes"),  # 50 MB: read no further than the limit
     ("not-toml.toml", b"[[comm\n", "not valid TOML"),
+    ("unknown-field.toml", b'[[comm]]\npattern = "x"\nlibary = "y"\n', "unknown field 'libary'"),
+    ("entry-not-a-table.toml", b'comm = ["x"]\n', "entry 1: must be a table"),
+    ("fifo.toml", "FIFO", "is a FIFO (named pipe), not a regular file"),
 ])
 def test_bad_rule_files(case, tmp_path, name, content, message):
     rules = tmp_path / name
-    if content is None:
+    if content == "FIFO":
+        os.mkfifo(rules)
+    elif content is None:
         with open(rules, "wb") as fh:
             fh.write(b'[[comm]]\npattern = "')
             fh.truncate(50 * 1024**2)
