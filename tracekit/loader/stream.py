@@ -19,6 +19,7 @@ from .decode import (
     raw_chunks,
     too_deep,
 )
+from .header import HEADER_FIELDS, clean_header
 
 # -- streaming: the events array decoded in pieces of a few MiB, so the whole file and the whole list of
 # structs never sit in memory at once (peak memory ~ the columns, not the JSON). Anything unusual (a type
@@ -38,8 +39,6 @@ _TAIL_PREFIX = b'{"traceEvents":['
 _OPEN = re.compile(rb"[ \t\r\n]*(:[ \t\r\n]*(\[)?)?")
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _RAW_DECODER = msgspec.json.Decoder(RawTrace, float_hook=float)
-_HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
-                  "schemaVersion")
 
 
 class NotStreamable(Exception):
@@ -100,11 +99,9 @@ class EventStream:
                     break
                 continue
             searched = at
-            m = _OPEN.match(buf, at + len(_KEY))
-            if m is None:
-                raise NotStreamable("traceEvents is not an array")
-            if m.group(2) is None:
-                if m.end() == len(buf):
+            m = _OPEN.match(buf, at + len(_KEY))  # always matches (everything in it is optional)
+            if m is None or m.group(2) is None:
+                if m is not None and m.end() == len(buf):
                     continue  # only blanks (and the ':') so far
                 raise NotStreamable("traceEvents is not an array")
             body_at = m.end()
@@ -159,9 +156,7 @@ class EventStream:
         return tail
 
     def _merge(self, head: RawTrace, tail: RawTrace) -> Trace:
-        from .header import clean_header
-
         values = {name: getattr(tail, name) if getattr(tail, name) is not None else getattr(head, name)
-                  for name in _HEADER_FIELDS}
+                  for name in HEADER_FIELDS}
         trace, self.warnings = clean_header(values, self.path)
         return trace
