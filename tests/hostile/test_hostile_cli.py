@@ -232,3 +232,22 @@ def test_header_faults_drop_fields_and_keep_the_figures(tmp_path):
         assert f"header field {field} " in warnings, field
     # ts 1e400 (beyond float range), dur 1e400 and ts 1e18 µs: each drops its event only, counted in one warning
     assert "dropped 3 events with missing, non-finite or negative times" in warnings
+
+
+def test_lone_surrogate_escapes_in_names(tmp_path):
+    """'\\ud800' alone (Python's json writes it for a name cut mid-character): msgspec refuses it, which refused the
+    whole trace; now read as U+FFFD with a warning, the figures unchanged (user patterns still match the name)."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cache").mkdir()
+    intact = run_inproc({"analyze": commands(write(tmp_path / "a" / "rank0.json", intact_doc()), tmp_path / "out")
+                         ["analyze"]}, tmp_path / "cache")["analyze"]
+    doc = intact_doc()
+    doc["traceEvents"][5]["name"] = "ampere_sgemm_128x64_nn\ud800"
+    doc["traceEvents"][6]["name"] += "\udcff \U0001f600"  # a lone low surrogate, then a valid pair
+    run = write(tmp_path / "b" / "rank0.json", doc).parent
+    res = run_inproc(commands(run, tmp_path / "out", rules=("--comm-pattern", "^nomatch", *SERIAL)), tmp_path / "cache")
+    assert_ok(res)
+    got = __import__("json").loads(res["analyze"].stdout)
+    assert got["ranks"] == figures(intact.stdout)["ranks"]
+    assert any("2 lone UTF-16 surrogate escapes" in w for w in got["warnings"])
+    assert got["collectives"][0]["name"].endswith("\ufffd \U0001f600")

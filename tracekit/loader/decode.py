@@ -10,6 +10,7 @@ import decimal
 import gc
 import math
 import os
+import re
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -236,25 +237,47 @@ def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> byt
 
 def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
     """Typed decode, plus warnings. On a schema surprise fall back to a lenient per-event conversion; on
-    truncated JSON keep every complete event. ``data`` is briefly modified in place (see ``check_one_events``)."""
-    if not data.strip():
+    truncated JSON keep every complete event; a lone UTF-16 surrogate escape (``"\\ud800"``, which Python's
+    json writes for a broken name and msgspec refuses) becomes U+FFFD. ``data`` is briefly modified in place (see
+    ``check_one_events``)."""
+    if _NOT_BLANK.search(data) is None:
         raise TraceFormatError(f"{path}: empty file; was the profiler stopped before export?")
     warnings: list[str] = []
     try:
-        with gc_paused():
-            try:
-                raw = _DECODER.decode(data)
-                trace = _typed(raw, path, warnings)
-            except msgspec.ValidationError:
-                trace = _lenient(_untyped(data, path), path, warnings)
-            except msgspec.DecodeError as exc:
-                trace = salvage_truncated(data, path, exc, warnings)
+        try:
+            trace = _decode(data, path, warnings)
+        except _LoneSurrogates:
+            data, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
+            warnings.append(f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
+                            "character?) read as U+FFFD")
+            trace = _decode(data, path, warnings)
     except RecursionError:
         raise TraceFormatError(too_deep(path)) from None
     if trace.traceEvents is None:
         raise TraceFormatError(f"{path}: JSON without 'traceEvents'; not a Kineto/Chrome trace")
     check_one_events(data, path, 0)
     return trace, warnings
+
+
+class _LoneSurrogates(Exception):
+    pass
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
+    with gc_paused():
+        try:
+            return _typed(_DECODER.decode(data), path, warnings)
+        except msgspec.ValidationError:
+            return _lenient(_untyped(data, path), path, warnings)
+        except msgspec.DecodeError as exc:
+            if "surrogate" in str(exc) and _LONE_SURROGATE.search(data):
+                raise _LoneSurrogates from None
+            return salvage_truncated(data, path, exc, warnings)
 
 
 def too_deep(path: str) -> str:
