@@ -111,11 +111,12 @@ def commands(path: Path, out: Path, *, rules: tuple[str, ...] = ()) -> dict[str,
     }
 
 
-def run_all(cmds: dict[str, list[str]], cache_dir: Path, timeout: float = TIMEOUT_S) -> dict[str, Result]:
+def run_all(cmds: dict[str, list[str]], cache_dir: Path, timeout: float = TIMEOUT_S,
+            env: dict[str, str] | None = None) -> dict[str, Result]:
     """Every command as its own ``python -m tracekit`` process, all started at once (each pays the interpreter's
     start-up; side by side they share it), each held to ``timeout``. A process still running then is killed
     and reported with rc None-as-124."""
-    env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache_dir), COLUMNS="200")
+    env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache_dir), COLUMNS="200", **(env or {}))
     procs = {name: subprocess.Popen([sys.executable, "-m", "tracekit", *args], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
              for name, args in cmds.items()}

@@ -199,6 +199,14 @@ def test_bad_patterns_on_the_command_line(case, tmp_path):
         assert_refused(run_inproc({"info": cmds["info"]}, tmp_path / "cache"), 2, "--comm-pattern", message)
 
 
+def test_a_limit_in_the_environment_that_is_not_a_number(case, tmp_path):
+    """Read at import: before, TRACEKIT_MAX_TRACE_BYTES=abc was a ValueError traceback from every command."""
+    cmds = commands(case, tmp_path / "out")
+    res = run_all({k: cmds[k] for k in ("info", "check")}, tmp_path / "cache",
+                  env={"TRACEKIT_MAX_TRACE_BYTES": "abc", "TRACEKIT_MAX_GZIP_RATIO": "-1"})
+    assert_refused(res, 2, "TRACEKIT_MAX_TRACE_BYTES='abc': expected a positive number")
+
+
 def test_backreference_falls_back_with_a_warning(case, tmp_path):
     cmds = commands(case, tmp_path / "out", rules=("--comm-pattern", r"^(amp)ere.*\1"))
     res = run_inproc({"analyze": cmds["analyze"]}, tmp_path / "cache")

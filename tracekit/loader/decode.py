@@ -9,7 +9,6 @@ from __future__ import annotations
 import decimal
 import gc
 import math
-import os
 import re
 import zlib
 from contextlib import contextmanager
@@ -19,16 +18,16 @@ from typing import Any
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
-from .files import RunGuard, open_regular
+from .files import RunGuard, env_limit, open_regular
 
 # Default limit on the inflated size of one trace: a gzip bomb is refused instead of exhausting memory.
-DEFAULT_MAX_BYTES = int(os.environ.get("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
+DEFAULT_MAX_BYTES = int(env_limit("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
 _CHUNK = 16 * 1024 * 1024
 # Gzip: refuse inflating past this many times the compressed bytes consumed, once past the floor. Kineto traces
 # inflate 9-17x (tests/data); a bomb of whitespace or of empty events `{},` about 1000x.
-DEFAULT_MAX_RATIO = float(os.environ.get("TRACEKIT_MAX_GZIP_RATIO", 200))
+DEFAULT_MAX_RATIO = env_limit("TRACEKIT_MAX_GZIP_RATIO", 200)
 RATIO_FLOOR = 16 * 1024**2
-_DEFAULT_MAX_STRING = int(os.environ.get("TRACEKIT_MAX_STRING_BYTES", 1024**2))
+_DEFAULT_MAX_STRING = int(env_limit("TRACEKIT_MAX_STRING_BYTES", 1024**2))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from .decode import (
     read_bytes,
     too_deep,
 )
-from .files import read_limited
+from .files import check_env, read_limited
 from .header import MAX_DEPTH, deeper_than
 from .stream import EventStream, NotStreamable
 
@@ -49,6 +49,9 @@ class LoadOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
     max_gzip_ratio: float = DEFAULT_MAX_RATIO
+
+    def __post_init__(self) -> None:
+        check_env()  # a TRACEKIT_MAX_* variable that is not a positive number
 
 
 def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
