@@ -177,6 +177,7 @@ def test_catastrophic_pattern_on_real_kernel_names(tmp_path):
     ("unknown-field.toml", b'[[comm]]\npattern = "x"\nlibary = "y"\n', "unknown field 'libary'"),
     ("entry-not-a-table.toml", b'comm = ["x"]\n', "entry 1: must be a table"),
     ("fifo.toml", "FIFO", "is a FIFO (named pipe), not a regular file"),
+    ("deep.toml", b"comm = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML"),
 ])
 def test_bad_rule_files(case, tmp_path, name, content, message):
     rules = tmp_path / name
