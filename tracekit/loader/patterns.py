@@ -46,7 +46,7 @@ def _re2() -> Any:
     return re2
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)  # the built-in rules and a few user ones; bounded memory
 def compile_pattern(pattern: str) -> tuple[Matcher, str]:
     """(matcher, engine) for a pattern already checked by ``check_pattern``; engine is "re2" or "re"."""
     re2 = _re2()
