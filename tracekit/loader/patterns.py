@@ -90,7 +90,8 @@ def check_pattern(pattern: Any, where: str) -> str | None:
     except (re.error, RecursionError, OverflowError) as exc:
         raise ConfigError(f"{where}: not a valid regular expression ({exc})") from None
     return (f"{where}: the pattern needs Python's backtracking regex engine (RE2: {why}); matching it is "
-            "not protected against catastrophic backtracking: avoid backreferences and lookaround")
+            "not protected against catastrophic backtracking (RE2 runs all but backreferences, lookaround, \\Z "
+            "and counted repeats over 1000)")
 
 
 def _text(exc: BaseException) -> str:
