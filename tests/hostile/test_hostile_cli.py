@@ -260,3 +260,31 @@ def test_lone_surrogate_escapes_in_names(tmp_path):
     assert got["ranks"] == figures(intact.stdout)["ranks"]
     assert any("2 lone UTF-16 surrogate escapes" in w for w in got["warnings"])
     assert got["collectives"][0]["name"].endswith("\ufffd \U0001f600")
+
+
+def test_header_faults_on_a_real_nccl_trace(tmp_path):
+    """The real all-reduce trace (rank 0 of 2), its header damaged field by field: the same per-rank figures and
+    collectives as the intact file, the rank and world size kept (they were not damaged)."""
+    import gzip
+    import json
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cache").mkdir()
+    src = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
+    doc = json.loads(gzip.open(src).read())
+    doc["baseTimeNanoseconds"] = float(doc["baseTimeNanoseconds"])
+    doc["trace_id"] = ["not", "a", "string"]
+    doc["distributedInfo"]["nccl_version"] = 2.17
+    doc["distributedInfo"]["pg_config"][0]["pg_size"] = "two"
+    doc["distributedInfo"]["pg_config"].append({"pg_name": [1], "ranks": "[0, 1]"})
+    write(tmp_path / "bad" / "rank0.json.gz", doc)
+    got = run_inproc({"intact": commands(src, tmp_path / "out", rules=SERIAL)["analyze"],
+                      "bad": commands(tmp_path / "bad", tmp_path / "out", rules=SERIAL)["analyze"]}, tmp_path / "cache")
+    assert_ok(got)
+    assert figures(got["bad"].stdout) == figures(got["intact"].stdout)
+    data = json.loads(got["bad"].stdout)
+    assert data["run"]["world_size"] == 2 and [r["rank"] for r in data["ranks"]] == [0]
+    warned = " ".join(data["warnings"])
+    for field in ("baseTimeNanoseconds", "trace_id", "distributedInfo.nccl_version",
+                  "distributedInfo.pg_config[0].pg_size", "distributedInfo.pg_config[1].pg_name"):
+        assert f"header field {field} " in warned, field
