@@ -64,9 +64,13 @@ def _fifo(p):
 
 
 def _socket(p):
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(str(p))  # the file stays after close
-    s.close()
+    s, cwd = socket.socket(socket.AF_UNIX), os.getcwd()
+    os.chdir(p.parent)  # a relative name: AF_UNIX paths are limited to 108 bytes, a deep TMPDIR is not
+    try:
+        s.bind(p.name)  # the socket file stays after close
+    finally:
+        os.chdir(cwd)
+        s.close()
 
 
 @pytest.mark.parametrize("kind,make,message", [
