@@ -103,3 +103,18 @@ def test_a_loader_process_that_dies_is_a_one_line_error(tmp_path, monkeypatch):
     with pytest.raises(TracekitError, match="a loader process died.*--executor serial") as err:
         executors.map_files(files, LoadOptions(cache=False), executor="process")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_byte_order_mark_is_skipped(tmp_path, gz):
+    """A UTF-8 BOM (an editor's save) made the whole trace 'not valid JSON'."""
+    import gzip
+
+    intact = write(tmp_path / "a.json", intact_doc())
+    data = b"\xef\xbb\xbf" + intact.read_bytes()
+    bom = tmp_path / ("b.json.gz" if gz else "b.json")
+    bom.write_bytes(gzip.compress(data) if gz else data)
+    a, _ = load_file(str(intact), LoadOptions(cache=False))
+    b, _ = load_file(str(bom), LoadOptions(cache=False))
+    for col in a.columns:
+        assert (a[col] == b[col]).all(), col

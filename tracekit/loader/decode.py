@@ -27,6 +27,7 @@ _CHUNK = 16 * 1024 * 1024
 # inflate 9-17x (tests/data); a bomb of whitespace or of empty events `{},` about 1000x.
 DEFAULT_MAX_RATIO = env_limit("TRACEKIT_MAX_GZIP_RATIO", 200)
 RATIO_FLOOR = 16 * 1024**2
+_BOM = b"\xef\xbb\xbf"
 _DEFAULT_MAX_STRING = int(env_limit("TRACEKIT_MAX_STRING_BYTES", 1024**2))
 
 
@@ -171,6 +172,8 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
         total = consumed = 0
         while raw := _read(fh, size, path, total):
             if inflater is None:
+                if not total and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
+                    raw = raw[len(_BOM):]
                 total += len(raw)
                 _check(limits, guards, raw, total, 0, path)
                 yield raw
@@ -180,6 +183,8 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
                     out = inflater.decompress(raw, size)
                     consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data)
                                                                             if inflater.eof else 0)
+                    if not total and out.startswith(_BOM):
+                        out = out[len(_BOM):]
                     total += len(out)
                     _check(limits, guards, out, total, consumed, path)
                     yield out
