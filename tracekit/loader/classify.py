@@ -130,7 +130,7 @@ def load_rules_toml(path: str, base: RuleSet | None = None) -> RuleSet:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     data = read_limited(path, MAX_RULES_FILE_BYTES, ConfigError, "comm rule file")
     try:
         doc = tomllib.loads(data.decode("utf-8"))
