@@ -10,10 +10,13 @@ from ..loader.io import LoadOptions
 
 def load_options(f):
     """--comm-pattern, --comm-rules, --no-cache, --cache-dir, --executor, --max-trace-bytes, --max-string-bytes."""
-    f = click.option("--max-string-bytes", type=int, default=None,
-                     help="Refuse traces holding a single string (event name, ...) longer than this (default 1 MiB).")(f)
-    f = click.option("--max-trace-bytes", type=int, default=None,
-                     help="Refuse traces that inflate past this many bytes (default 8 GiB).")(f)
+    f = click.option("--max-string-bytes", type=click.IntRange(min=1), default=None,
+                     help="Refuse traces holding a single string (event name, ...) longer than this (default 1 MiB); "
+                          "also bounds runs of whitespace (about this long) and of bytes without a '\"' (4x, at least "
+                          "16 MiB), refused as the bytes stream.")(f)
+    f = click.option("--max-trace-bytes", type=click.IntRange(min=1), default=None,
+                     help="Refuse traces that inflate past this many bytes (default 8 GiB), and .gz traces that inflate "
+                          "more than 200x past 16 MiB (TRACEKIT_MAX_GZIP_RATIO).")(f)
     f = click.option("--executor", default=None,
                      help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
     f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)

@@ -6,7 +6,6 @@ Run by ``tracekit.loader.io.load_file`` on the decoded trace (``check_header``) 
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -15,11 +14,12 @@ import pandas as pd
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.events import COLUMNS, EventTable
 from ..model.traceset import RankInfo
+from .files import env_limit
 from .kinds import DEVICE_CATS, HOST_CATS
 
 # Longest single string (event name, category, group name) accepted: a multi-GB name would be copied into every
 # report; refused instead. Real kernel names with C++ templates are a few KB.
-DEFAULT_MAX_STRING_BYTES = int(os.environ.get("TRACEKIT_MAX_STRING_BYTES", 1024**2))
+DEFAULT_MAX_STRING_BYTES = int(env_limit("TRACEKIT_MAX_STRING_BYTES", 1024**2))
 # Categories Kineto writes that tracekit knows (classified, or deliberately dropped/ignored).
 KNOWN_CATS = frozenset(DEVICE_CATS) | frozenset(HOST_CATS) | {"Trace", "python_function", "overhead",
                                                              "cuda_profiler_range", "ac2g", "async_cpu_to_gpu",

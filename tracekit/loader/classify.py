@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from .files import read_limited
+from .patterns import Matcher, check_pattern, compile_pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +27,9 @@ class CommRule:
     library: str
     op: str = ""  # fixed op for the rule; "" = infer from the name
 
-    def compiled(self) -> re.Pattern:
-        return re.compile(self.pattern)
+    def compiled(self) -> Matcher:
+        """RE2 where it can run the pattern (linear time), else Python's re (see ``patterns``)."""
+        return compile_pattern(self.pattern)[0]
 
 
 # Device kernels (and gloo host spans of CPU runs) that carry communication. Name rules are the last
@@ -111,16 +114,15 @@ def dtype_bytes(dtype: str | None) -> int:
 @dataclass(frozen=True, slots=True)
 class RuleSet:
     rules: tuple[CommRule, ...] = DEFAULT_RULES
+    notes: tuple[str, ...] = ()  # warnings about the user's rules (a pattern RE2 cannot run), for the run's warnings
 
     def with_patterns(self, patterns: Sequence[str], library: str = "user") -> RuleSet:
-        extra = []
+        extra, notes = [], []
         for p in patterns:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ConfigError(f"--comm-pattern {p!r}: not a valid regular expression ({exc})") from None
+            note = check_pattern(p, f"--comm-pattern {str(p)[:60]!r}")
+            notes += [note] if note else []
             extra.append(CommRule(p, library))
-        return RuleSet(tuple(extra) + self.rules)
+        return RuleSet(tuple(extra) + self.rules, self.notes + tuple(notes))
 
     def match(self, names: Iterable[str]) -> list[CommRule | None]:
         compiled = [(r, r.compiled()) for r in self.rules]
@@ -130,25 +132,50 @@ class RuleSet:
         return out
 
 
+MAX_RULES_FILE_BYTES = 1024**2  # a rule file is a few dozen [[comm]] tables
+MAX_RULES = 10_000
+_RULE_KEYS = ("pattern", "library", "op")
+
+
 def load_rules_toml(path: str, base: RuleSet | None = None) -> RuleSet:
-    """Extend the rule table from a TOML file of ``[[comm]]`` tables (pattern, library, op)."""
+    """Extend the rule table from a TOML file of ``[[comm]]`` tables (pattern, library, op). Anything else (not
+    UTF-8, not TOML, a field of the wrong type, an unknown key) is a ConfigError naming the file and field."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
+    data = read_limited(path, MAX_RULES_FILE_BYTES, ConfigError, "comm rule file")
     try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read comm rules ({exc}); expected [[comm]] tables with a pattern") from None
-    rules = []
-    for i, entry in enumerate(doc.get("comm", [])):
-        if not isinstance(entry, dict) or not isinstance(entry.get("pattern"), str):
-            raise ConfigError(f"{path}: [[comm]] entry {i + 1} needs a string 'pattern'")
-        try:
-            re.compile(entry["pattern"])
-        except re.error as exc:
-            raise ConfigError(f"{path}: [[comm]] entry {i + 1}: bad pattern ({exc})") from None
-        rules.append(CommRule(entry["pattern"], str(entry.get("library", "user")), str(entry.get("op", ""))))
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: the comm rule file is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); expected [[comm]] tables with a pattern") from None
+    entries = doc.get("comm", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: 'comm' must be an array of tables ([[comm]]), not a {type(entries).__name__}")
+    if len(entries) > MAX_RULES:
+        raise ConfigError(f"{path}: {len(entries)} [[comm]] rules (limit {MAX_RULES})")
+    rules, notes = [], []
+    for i, entry in enumerate(entries):
+        where = f"{path}: [[comm]] entry {i + 1}"
+        rule, note = _rule_from_toml(entry, where)
+        rules.append(rule)
+        notes += [note] if note else []
     base = base or RuleSet()
-    return RuleSet(tuple(rules) + base.rules)
+    return RuleSet(tuple(rules) + base.rules, base.notes + tuple(notes))
+
+
+def _rule_from_toml(entry: object, where: str) -> tuple[CommRule, str | None]:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table with a string 'pattern', not a {type(entry).__name__}")
+    if "pattern" not in entry:
+        raise ConfigError(f"{where} needs a string 'pattern'")
+    extra = sorted(set(entry) - set(_RULE_KEYS))
+    if extra:
+        raise ConfigError(f"{where}: unknown field {extra[0]!r} (fields: pattern, library, op)")
+    for key in ("library", "op"):
+        if key in entry and not isinstance(entry[key], str):
+            raise ConfigError(f"{where}: field '{key}' must be a string, not {type(entry[key]).__name__}")
+    note = check_pattern(entry["pattern"], f"{where}, field 'pattern'")
+    return CommRule(entry["pattern"], entry.get("library", "user"), entry.get("op", "")), note

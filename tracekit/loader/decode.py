@@ -8,94 +8,54 @@ from __future__ import annotations
 
 import decimal
 import gc
-import os
+import math
+import re
 import zlib
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
+from .files import RunGuard, env_limit, open_regular
+from .structs import Event, RawTrace, Trace
 
 # Default limit on the inflated size of one trace: a gzip bomb is refused instead of exhausting memory.
-DEFAULT_MAX_BYTES = int(os.environ.get("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
+DEFAULT_MAX_BYTES = int(env_limit("TRACEKIT_MAX_TRACE_BYTES", 8 * 1024**3))
 _CHUNK = 16 * 1024 * 1024
-
-Num = int | float
-IntOrStr = int | str
-
-
-class Args(msgspec.Struct):
-    # -1 (absent) rather than None when missing: the id columns then convert to numpy in one C call
-    external_id: IntOrStr | None = msgspec.field(default=-1, name="External id")
-    correlation: IntOrStr | None = -1
-    stream: IntOrStr | None = None
-    device: IntOrStr | None = -1
-    coll_name: str | None = msgspec.field(default=None, name="Collective name")
-    in_nelems: IntOrStr | None = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: IntOrStr | None = msgspec.field(default=None, name="Out msg nelems")
-    in_size: IntOrStr | None = msgspec.field(default=None, name="In msg size")
-    out_size: IntOrStr | None = msgspec.field(default=None, name="Out msg size")
-    group_size: IntOrStr | None = msgspec.field(default=None, name="Group size")
-    dtype: str | None = None
-    in_split: str | list | None = msgspec.field(default=None, name="In split size")
-    out_split: str | list | None = msgspec.field(default=None, name="Out split size")
-    pg_name: IntOrStr | None = msgspec.field(default=None, name="Process Group Name")
-    pg_id: IntOrStr | None = msgspec.field(default=None, name="Process Group ID")
-    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: str | list | None = msgspec.field(default=None, name="Process Group Ranks")
-    seq: IntOrStr | None = msgspec.field(default=None, name="Seq")
-    src_rank: IntOrStr | None = msgspec.field(default=None, name="Src Rank")
-    dst_rank: IntOrStr | None = msgspec.field(default=None, name="Dst Rank")
-    name: str | None = None  # thread_name / process_name metadata events
-    mem_bytes: IntOrStr | None = msgspec.field(default=None, name="Bytes")
-    mem_total: IntOrStr | None = msgspec.field(default=None, name="Total Allocated")
-    copy_bytes: IntOrStr | None = msgspec.field(default=None, name="bytes")
-    # shapes and dtypes of a host op's inputs (record_shapes): a collective's size when its kernel has no args
-    input_dims: list | None = msgspec.field(default=None, name="Input Dims")
-    input_type: list | None = msgspec.field(default=None, name="Input type")
+# Gzip: refuse inflating past this many times the compressed bytes consumed, once past the floor. Kineto traces
+# inflate 9-17x (tests/data); a bomb of whitespace or of empty events `{},` about 1000x.
+DEFAULT_MAX_RATIO = env_limit("TRACEKIT_MAX_GZIP_RATIO", 200)
+RATIO_FLOOR = 16 * 1024**2
+_BOM = b"\xef\xbb\xbf"
+_DEFAULT_MAX_STRING = int(env_limit("TRACEKIT_MAX_STRING_BYTES", 1024**2))
 
 
-class Event(msgspec.Struct):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: IntOrStr | None = None
-    tid: IntOrStr | None = None
-    ts: Num | None = None
-    dur: Num | None = None
-    args: Args | None = None
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """What ``raw_chunks`` refuses as the bytes stream (each an InputLimitError naming the flag that raises it)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES  # inflated bytes in all
+    max_string_bytes: int = _DEFAULT_MAX_STRING  # sets the two run lengths below
+    max_ratio: float = DEFAULT_MAX_RATIO  # inflated / compressed, past RATIO_FLOOR
+
+    @property
+    def blank_block(self) -> int:
+        """Whitespace runs: refused from about this length on; above the longest string allowed, so a string of
+        spaces that the string limit lets through is never taken for padding."""
+        return max(self.max_string_bytes, 1024**2) + 64 * 1024
+
+    @property
+    def quote_block(self) -> int:
+        """Runs without a '"': a string (or a number, or punctuation) this long is refused before it is buffered."""
+        return max(4 * self.max_string_bytes, 16 * 1024**2)
 
 
-class PgConfig(msgspec.Struct):
-    pg_name: IntOrStr | None = None
-    pg_desc: str | None = None
-    uid: IntOrStr | None = None
-    backend_config: str | None = None
-    pg_size: int | None = None
-    ranks: list | str | None = None
-
-
-class DistInfo(msgspec.Struct):
-    backend: str | None = None
-    rank: int | None = None
-    world_size: int | None = None
-    pg_count: int | None = None
-    pg_config: list[PgConfig] | None = None
-    nccl_version: str | None = None
-
-
-class Trace(msgspec.Struct):
-    traceEvents: list[Event] | None = None
-    distributedInfo: DistInfo | None = None
-    deviceProperties: list[dict] | None = None
-    baseTimeNanoseconds: int | None = None
-    trace_id: Any = None
-    host_name: Any = None
-    schemaVersion: Any = None
-
-
-_DECODER = msgspec.json.Decoder(Trace)
+_DECODER = msgspec.json.Decoder(RawTrace, float_hook=float)
+# Untyped: float_hook=float turns a number beyond float range (1e400) into ±inf instead of refusing the whole file;
+# the event that holds it is then dropped like any other with a non-finite time.
+_UNTYPED = msgspec.json.Decoder(float_hook=float)
 
 
 @contextmanager
@@ -114,28 +74,34 @@ class CorruptGzip(Exception):
     """zlib gave up part-way; what inflated before it is still good."""
 
 
-def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
-    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused past
-    ``max_bytes``: a gzip bomb never reaches memory. Raises CorruptGzip where the compressed data breaks."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 -- closed by the `with fh:` below, after the error mapping
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc}); check the path and permissions") from None
+def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
+    """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream (see
+    ``StreamLimits``; an int is the max_bytes limit alone). Regular files only (``files.open_regular``); a read
+    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks."""
+    limits = limits if isinstance(limits, StreamLimits) else StreamLimits(max_bytes=limits)
+    fh = open_regular(path)
+    guards = (RunGuard(limits.blank_block, "blank"), RunGuard(limits.quote_block, "quote"))
     with fh:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if fh.read(2) == b"\x1f\x8b" else None
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if _read(fh, 2, path, 0) == b"\x1f\x8b" else None
         fh.seek(0)
-        total = 0
-        while raw := fh.read(size):
+        total = consumed = 0
+        while raw := _read(fh, size, path, total):
             if inflater is None:
+                if not total and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
+                    raw = raw[len(_BOM):]
                 total += len(raw)
-                _check_size(total, max_bytes, path, "is larger than")
+                _check(limits, guards, raw, total, 0, path)
                 yield raw
                 continue
             try:
                 while raw:
                     out = inflater.decompress(raw, size)
+                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data)
+                                                                            if inflater.eof else 0)
+                    if not total and out.startswith(_BOM):
+                        out = out[len(_BOM):]
                     total += len(out)
-                    _check_size(total, max_bytes, path, "inflates past")
+                    _check(limits, guards, out, total, consumed, path)
                     yield out
                     raw = inflater.unconsumed_tail
                     if inflater.eof:
@@ -145,18 +111,42 @@ def raw_chunks(path: str, max_bytes: int = DEFAULT_MAX_BYTES, size: int = _CHUNK
                 raise CorruptGzip(str(exc)) from None
 
 
-def _check_size(total: int, max_bytes: int, path: str, verb: str) -> None:
-    if total > max_bytes:
-        raise InputLimitError(f"{path}: {verb} {max_bytes} bytes (a gzip bomb or a huge trace?); raise the limit "
-                              "with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+def _read(fh, size: int, path: str, at: int) -> bytes:
+    try:
+        return fh.read(size)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: read error after {at} bytes ({exc.strerror or exc}); check the disk or "
+                               "re-copy the trace") from None
 
 
-def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray:
+def _check(limits: StreamLimits, guards: tuple[RunGuard, ...], chunk: bytes, total: int, consumed: int,
+           path: str) -> None:
+    """``consumed``: compressed bytes inflated so far (0 for a plain file)."""
+    if total > limits.max_bytes:
+        raise InputLimitError(f"{path}: {'inflates past' if consumed else 'is larger than'} {limits.max_bytes} bytes "
+                              "(a gzip bomb or a huge trace?); raise the limit with --max-trace-bytes (or "
+                              "TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+    if consumed and total > RATIO_FLOOR and total > limits.max_ratio * consumed:
+        raise InputLimitError(f"{path}: {consumed} gzip'ed bytes inflate to {total} (more than {limits.max_ratio:g}x; "
+                              "traces inflate about 10x: a gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO "
+                              "if it is genuine")
+    blank, quote = guards
+    if blank.feed(chunk):
+        raise InputLimitError(f"{path}: more than {blank.block} whitespace bytes in a row before byte {total} "
+                              "(padding, a whitespace bomb?); no string tracekit accepts is that long: raise "
+                              "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+    if quote.feed(chunk):
+        raise InputLimitError(f"{path}: more than {quote.block} bytes without a '\"' before byte {total} (a string "
+                              "far beyond the string limit, or garbage); raise --max-string-bytes (or "
+                              "TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+
+
+def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> bytearray:
     """The whole file's JSON bytes. Corrupt gzip data after a good start keeps what inflated (a truncated
     trace is salvaged by the decoder); corrupt from the start is an error."""
     data = bytearray()
     try:
-        for chunk in raw_chunks(path, max_bytes):
+        for chunk in raw_chunks(path, limits):
             data += chunk
     except CorruptGzip as exc:
         if not data:
@@ -166,31 +156,107 @@ def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray:
 
 def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
     """Typed decode, plus warnings. On a schema surprise fall back to a lenient per-event conversion; on
-    truncated JSON keep every complete event."""
-    if not data.strip():
+    truncated JSON keep every complete event; a lone UTF-16 surrogate escape (``"\\ud800"``, which Python's
+    json writes for a broken name and msgspec refuses) becomes U+FFFD. ``data`` is briefly modified in place (see
+    ``check_one_events``)."""
+    if _NOT_BLANK.search(data) is None:
         raise TraceFormatError(f"{path}: empty file; was the profiler stopped before export?")
     warnings: list[str] = []
-    with gc_paused():
+    try:
         try:
-            trace = _DECODER.decode(data)
-        except msgspec.ValidationError:
-            trace = _lenient(_untyped(data, path), path, warnings)
-        except msgspec.DecodeError as exc:
-            trace = salvage_truncated(data, path, exc, warnings)
+            trace = _decode(data, path, warnings)
+        except _LoneSurrogates:
+            data, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
+            warnings.append(f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
+                            "character?) read as U+FFFD")
+            trace = _decode(data, path, warnings)
+    except RecursionError:
+        raise TraceFormatError(too_deep(path)) from None
     if trace.traceEvents is None:
         raise TraceFormatError(f"{path}: JSON without 'traceEvents'; not a Kineto/Chrome trace")
+    check_one_events(data, path, 0)
     return trace, warnings
 
 
-def _untyped(data: bytes, path: str) -> Any:
+class _LoneSurrogates(Exception):
+    pass
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
+    with gc_paused():
+        try:
+            return _typed(_DECODER.decode(data), path, warnings)
+        except msgspec.ValidationError:
+            return _lenient(_untyped(data, path), path, warnings)
+        except msgspec.DecodeError as exc:
+            if "surrogate" in str(exc) and _LONE_SURROGATE.search(data):
+                raise _LoneSurrogates from None
+            return salvage_truncated(data, path, exc, warnings)
+
+
+def too_deep(path: str) -> str:
+    return (f"{path}: JSON nested too deeply (hundreds of levels of arrays or objects); no Kineto trace is, the "
+            "file is corrupt or crafted")
+
+
+def _typed(raw: RawTrace, path: str, warnings: list[str]) -> Trace:
+    from .header import HEADER_FIELDS, clean_header
+
+    trace, notes = clean_header({k: getattr(raw, k) for k in HEADER_FIELDS}, path)
+    trace.traceEvents = raw.traceEvents
+    warnings += notes
+    return trace
+
+
+_KEY = b'"traceEvents"'
+
+
+class _Probe(msgspec.Struct):
+    renamed: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="traceEventZ")
+
+
+def check_one_events(data: bytes | bytearray, path: str, start: int, prefix: bytes = b"") -> None:
+    """Refuse a document with two top-level 'traceEvents' keys (a decoder keeps one of them: part of the events
+    would silently vanish). Each occurrence of the key from ``start`` on is renamed in place, the document
+    decoded for the renamed key only (msgspec skips the rest), and restored: a nested key of the same name
+    is not an error."""
+    if data.count(_KEY, start) < 2 - (1 if prefix else 0):
+        return
+    if not isinstance(data, bytearray):
+        data = bytearray(data)
+    at, found, tries = data.find(_KEY, start), 0, 0
+    while at >= 0 and tries < 16:
+        data[at + 11] = ord("Z")
+        try:
+            probe = msgspec.json.decode(prefix + data if prefix else data, type=_Probe)
+            found += len(probe.renamed) > 0
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        finally:
+            data[at + 11] = ord("s")
+        at, tries = data.find(_KEY, at + 1), tries + 1
+    if found + (1 if prefix else 0) >= 2:
+        raise TraceFormatError(f"{path}: two 'traceEvents' arrays in one trace (a bad merge?); a JSON reader keeps "
+                               "only one of them: merge the arrays into one, or split the file")
+
+
+def _untyped(data: bytes | bytearray, path: str) -> Any:
     try:
-        return msgspec.json.decode(data)
+        return _UNTYPED.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
 
 
 def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
-    """Convert event by event, dropping only the events whose fields have impossible types."""
+    """Convert event by event, dropping only the events whose fields have impossible types; the header field by
+    field (``header.clean_header``)."""
+    from .header import clean_header
+
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise TraceFormatError(f"{path}: JSON without a 'traceEvents' list; not a Kineto/Chrome trace")
     events, dropped = [], 0
@@ -199,19 +265,15 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
             events.append(msgspec.convert(raw, Event, strict=False))
         except (msgspec.ValidationError, TypeError):
             dropped += 1
-    header = {k: v for k, v in obj.items() if k != "traceEvents"}
-    try:
-        trace = msgspec.convert(header, Trace, strict=False)
-    except msgspec.ValidationError:
-        trace = Trace()
-        warnings.append(f"{path}: trace header has fields of unexpected types; rank/world size may be missing")
+    trace, notes = clean_header(obj, path)
+    warnings += notes
     trace.traceEvents = events
     if dropped:
         warnings.append(f"{path}: dropped {dropped} of {len(obj['traceEvents'])} events with malformed fields")
     return trace
 
 
-def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str]) -> Trace:
+def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
     """A trace cut short (killed process, full disk): keep every complete event before the cut."""
     start = data.find(b'"traceEvents"')
     if start < 0:
@@ -223,7 +285,7 @@ def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str
             break
         candidate = data[: cut + 1] + b"]}"
         try:
-            obj = msgspec.json.decode(candidate)
+            obj = _UNTYPED.decode(candidate)
         except msgspec.DecodeError:
             continue
         events = obj.get("traceEvents") if isinstance(obj, dict) else None
@@ -250,18 +312,18 @@ def needs_exact_times(trace: Trace) -> bool:
     limit = 2**53 / 1000.0
     for e in trace.traceEvents or ():
         t = e.ts
-        if type(t) is float and abs(t) >= limit and t != int(t):
+        if type(t) is float and limit <= abs(t) < math.inf and t != int(t):
             return True
     return False
 
 
-def exact_times_ns(data: bytes) -> tuple[list, list] | None:
+def exact_times_ns(data: bytes | bytearray) -> tuple[list, list] | None:
     """ts and dur of every event, in integer ns, decoded exactly from the JSON text (aligned with
     ``traceEvents``; None where absent). None when the text cannot be decoded this way."""
     try:
         with gc_paused():
             events = msgspec.json.decode(data, type=_ExactTrace).traceEvents or []
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     ts = [int((e.ts * 1000).to_integral_value()) if e.ts is not None and e.ts.is_finite() else None for e in events]
     dur = [int((e.dur * 1000).to_integral_value()) if e.dur is not None and e.dur.is_finite() else None

@@ -6,14 +6,27 @@ import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputLimitError, TraceFormatError, TracekitError
 
 
 def _load_one(job: tuple[Callable[[str, Any], Any], str, Any]) -> Any:
+    """load_file in a worker. Whatever escapes it reaches the parent as a one-line TracekitError: a worker's
+    RecursionError or MemoryError would otherwise be re-raised in the parent with the worker's traceback."""
+    from .decode import too_deep
+
     load_file, path, options = job
-    return load_file(path, options)
+    try:
+        return load_file(path, options)
+    except TracekitError:
+        raise
+    except RecursionError:
+        raise TraceFormatError(too_deep(path)) from None
+    except MemoryError:
+        raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such "
+                              "files early") from None
 
 
 def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *, executor=None,
@@ -32,8 +45,12 @@ def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *
         return list(_progress(map(_load_one, jobs), len(jobs), show))
     if executor == "process":
         workers = min(len(files), os.cpu_count() or 1)
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(_progress(pool.map(_load_one, jobs), len(jobs), show))
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                return list(_progress(pool.map(_load_one, jobs), len(jobs), show))
+        except BrokenProcessPool:
+            raise TracekitError(f"a loader process died (killed, or out of memory) while loading {len(files)} "
+                                "traces; retry with --executor serial to see which file") from None
     if isinstance(executor, Executor):
         return list(_progress(executor.map(_load_one, jobs), len(jobs), show))
     raise ConfigError(f"--executor {executor!r}: expected 'serial', 'process' or 'dask://HOST:PORT'")

@@ -13,20 +13,34 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..errors import MissingRankError, TraceFormatError
+from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.events import EventTable
 from ..model.layout import LayoutError, ParallelLayout
 from ..model.traceset import RankInfo, RunMetadata, TraceSet
-from .cache import read_cache, write_cache
+from .cache import read_cache, source_stamp, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
 from .columnar import TableBuilder, build_table
-from .decode import DEFAULT_MAX_BYTES, decode, exact_times_ns, gc_paused, needs_exact_times, read_bytes
+from .decode import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_RATIO,
+    StreamLimits,
+    Trace,
+    decode,
+    exact_times_ns,
+    gc_paused,
+    needs_exact_times,
+    read_bytes,
+    too_deep,
+)
 from .executors import map_files
+from .files import check_env, read_limited
+from .header import MAX_DEPTH, deeper_than
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "run.json"
+MANIFEST_MAX_BYTES = 16 * 1024**2  # a manifest is a few KB: layout, process groups, versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +50,20 @@ class LoadOptions:
     cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
+    max_gzip_ratio: float = DEFAULT_MAX_RATIO
+
+    def __post_init__(self) -> None:
+        check_env()  # a TRACEKIT_MAX_* variable that is not a positive number
 
 
 def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable, RankInfo]:
     """One trace file -> (EventTable, RankInfo). Raises TraceFormatError naming the file."""
     options = options or LoadOptions()
+    notes: list[str] = []
+    stamp = None
     if options.cache:
-        hit = read_cache(path, options)
+        stamp = source_stamp(path)  # before the read: a trace that grows during the load is not cached as read
+        hit = read_cache(path, options, notes)
         if hit is not None:
             check_strings(hit[0], path, options.max_string_bytes)
             return hit
@@ -53,15 +74,26 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
             table, info = _load_whole(path, options)
     except OverflowError as exc:  # a number no int64/int32 column can hold: refuse rather than wrap around
         raise TraceFormatError(f"{path}: a number in the trace is out of range ({exc}); the trace is corrupt") from None
+    except RecursionError:
+        raise TraceFormatError(too_deep(path)) from None
+    except MemoryError:
+        raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files "
+                              "early, or load on a machine with more memory") from None
     table, info = check_table(table, info, path, options.max_string_bytes)
-    if options.cache:
-        write_cache(path, options, table, info)
+    if options.cache and stamp is not None:
+        write_cache(path, options, table, info, stamp)
+    if notes:  # about this load only (a rejected cache entry): not written to the cache
+        info = replace(info, warnings=tuple(notes) + tuple(info.warnings))
     return table, info
+
+
+def _limits(options: LoadOptions) -> StreamLimits:
+    return StreamLimits(options.max_bytes, options.max_string_bytes, options.max_gzip_ratio)
 
 
 def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """Decode and columnarise piece by piece: memory holds the columns, not the file or all its structs."""
-    stream = EventStream(path, options.max_bytes)
+    stream = EventStream(path, _limits(options))
     builder = TableBuilder(options.rules)
     for events in stream:
         with gc_paused():
@@ -69,15 +101,15 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
                 raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
             builder.add(events)
         del events
-    if stream.header is not None:
-        check_header(stream.header, path)
+    header = stream.header if stream.header is not None else Trace()
+    check_header(header, path)
     with gc_paused():
-        return builder.finish(stream.header, path, [])
+        return builder.finish(header, path, list(stream.warnings))
 
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """The whole file at once: lenient decoding, salvage of truncated traces, exact ns timestamps."""
-    data = read_bytes(path, options.max_bytes)
+    data = read_bytes(path, _limits(options))
     trace, warnings = decode(data, path)
     check_header(trace, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
@@ -93,8 +125,11 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
     for item in items:
         item = os.fspath(item)
         if os.path.isdir(item):
-            found += [os.path.join(item, f) for f in sorted(os.listdir(item))
-                      if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
+            try:
+                names = sorted(os.listdir(item))
+            except OSError as exc:
+                raise TraceFormatError(f"{item}: cannot list the directory ({exc.strerror or exc})") from None
+            found += [os.path.join(item, f) for f in names if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
         elif any(ch in item for ch in "*?["):
             found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
         elif os.path.exists(item):
@@ -102,7 +137,7 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
         else:
             raise TraceFormatError(f"{item}: no such file or directory; pass a trace file, a directory or a glob")
     if not found:
-        raise TraceFormatError(f"{', '.join(map(os.fspath, items))}: no *.json or *.json.gz traces found")
+        raise TraceFormatError(f"{', '.join(str(os.fspath(i)) for i in items)}: no *.json or *.json.gz traces found")
     return found
 
 
@@ -117,13 +152,15 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     options = options or LoadOptions()
     files = find_traces(paths)
     results = map_files(load_file, files, options, executor=executor, progress=progress)
-    return assemble(files, results, _manifest_for(paths))
+    return assemble(files, results, _manifest_for(paths), options.rules.notes)
 
 
-def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict) -> TraceSet:
+def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict,
+             notes: Sequence[str] = ()) -> TraceSet:
+    """``notes``: run-wide warnings from the options (a user pattern RE2 cannot run)."""
     tables: dict[int, EventTable] = {}
     infos: dict[int, RankInfo] = {}
-    warnings: list[str] = []
+    warnings: list[str] = list(notes)
     results = list(results)
     for path, (table, info) in zip(files, results):
         check_rank(info)
@@ -132,8 +169,9 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
             if len(files) > 1:
                 raise MissingRankError(f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
                                        "given; load it alone or re-record with torch.distributed initialised")
-            what = "distributedInfo" if info.generation.get("distributed_info", "absent") == "absent" else "rank"
-            warnings.append(f"{path}: no {what} in the trace; treated as rank 0 of a 1-rank run")
+            what = ("no distributedInfo" if info.generation.get("distributed_info", "absent") == "absent"
+                    else "no usable rank in distributedInfo")
+            warnings.append(f"{path}: {what}; treated as rank 0 of a 1-rank run")
             rank = 0
             info = replace(info, rank=0, world_size=1)
         if rank in tables:
@@ -154,7 +192,8 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
     warnings += _mixed_run_warnings(tables)
     backend = next((i.backend for i in infos.values() if i.backend), "")
     layout = _manifest_layout(manifest, warnings)
-    dims = {str(g.get("name")): str(g.get("dimension")) for g in manifest.get("process_groups", [])
+    groups = manifest.get("process_groups")
+    dims = {str(g.get("name")): str(g.get("dimension")) for g in (groups if isinstance(groups, list) else [])
             if isinstance(g, dict) and g.get("dimension")}
     meta = RunMetadata(world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest,
                        warnings=tuple(warnings))
@@ -177,7 +216,7 @@ def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:
     starts = {r: int(t["ts_ns"].min()) for r, t in tables.items() if len(t)}
     if len(starts) < 2:
         return []
-    lo, hi = min(starts, key=starts.get), max(starts, key=starts.get)
+    lo, hi = min(starts, key=lambda r: starts[r]), max(starts, key=lambda r: starts[r])
     gap_s = (starts[hi] - starts[lo]) / 1e9
     if gap_s > 3600:
         return [f"rank {hi} starts {gap_s:.0f} s after rank {lo}: these traces look like different runs; "
@@ -197,10 +236,14 @@ def _manifest_for(paths) -> dict:
         item = os.fspath(item)
         cand = os.path.join(item if os.path.isdir(item) else os.path.dirname(item), MANIFEST)
         if os.path.isfile(cand):
+            data = read_limited(cand, MANIFEST_MAX_BYTES, TraceFormatError, "run manifest")
             try:
-                with open(cand, encoding="utf-8") as fh:
-                    data = json.load(fh)
-                return data if isinstance(data, dict) else {}
-            except (OSError, ValueError) as exc:
-                raise TraceFormatError(f"{cand}: unreadable run manifest ({exc}); fix or delete it") from None
+                doc = json.loads(data.decode("utf-8"))
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise TraceFormatError(f"{cand}: unreadable run manifest ({why}); fix or delete it") from None
+            if deeper_than(doc):
+                raise TraceFormatError(f"{cand}: unreadable run manifest (nested more than {MAX_DEPTH} levels deep); "
+                                       "fix or delete it")
+            return doc if isinstance(doc, dict) else {}
     return {}

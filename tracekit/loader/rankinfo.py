@@ -51,7 +51,8 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
         name = pg.pg_name if pg.pg_name is not None else pg.uid
         ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
-        groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
+        groups.append(ProcessGroup("" if name is None else str(name), pg.pg_desc or "",
+                                   tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
     device_type, cats = _device_type(trace, table)
     gpus = len(trace.deviceProperties or [])
@@ -106,4 +107,4 @@ def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
 def _parse_ranks(text) -> list[int]:
     if not isinstance(text, str):
         return []
-    return [int(x) for x in re.findall(r"-?\d+", text)]
+    return [int(x) for x in re.findall(r"-?\d+", text) if len(x) <= 10 and 0 <= int(x) < 2**31]

@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import msgspec
 
-from .decode import DEFAULT_MAX_BYTES, CorruptGzip, Event, Trace, gc_paused, raw_chunks
+from ..errors import TraceFormatError
+from .decode import (
+    CorruptGzip,
+    Event,
+    RawTrace,
+    StreamLimits,
+    Trace,
+    check_one_events,
+    gc_paused,
+    raw_chunks,
+    too_deep,
+)
+from .header import HEADER_FIELDS, clean_header
 
 # -- streaming: the events array decoded in pieces of a few MiB, so the whole file and the whole list of
 # structs never sit in memory at once (peak memory ~ the columns, not the JSON). Anything unusual (a type
 # surprise, truncation, a layout this reader does not expect) raises NotStreamable and the caller falls
-# back to the whole-file path above, which knows how to be lenient.
+# back to the whole-file path, which knows how to be lenient.
+#
+# Linear time: pending bytes live in one bytearray (appended to, consumed from the front), and each search for
+# an event boundary starts where the previous one gave up, so a stretch without boundaries is looked at once,
+# not once per chunk (concatenating bytes and searching from the start made a 1 GiB gzip bomb take 100 s).
 
 PIECE_BYTES = 4 * 1024 * 1024
+MAX_GAP = 64 * 1024 * 1024  # pending bytes without a usable event boundary: not a stream this reader can cut
+_DECODE_TRIES = 3  # candidate boundaries decoded per cut (one inside a string fails to decode)
+_LOOKS = 64  # '{' looked at per cut
+_KEY = b'"traceEvents"'
+_TAIL_PREFIX = b'{"traceEvents":['
+_OPEN = re.compile(rb"[ \t\r\n]*(:[ \t\r\n]*(\[)?)?")
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
-_HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
-                  "schemaVersion")
+_RAW_DECODER = msgspec.json.Decoder(RawTrace, float_hook=float)
 
 
 class NotStreamable(Exception):
@@ -23,78 +47,116 @@ class NotStreamable(Exception):
 
 class EventStream:
     """Iterate over lists of events; afterwards ``header`` holds the trace's other fields (some, such as
-    ``baseTimeNanoseconds``, come after the events in Kineto's files)."""
+    ``baseTimeNanoseconds``, come after the events in Kineto's files) and ``warnings`` the header fields that
+    were dropped."""
 
-    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, piece_bytes: int | None = None):
-        self.path, self.max_bytes = path, max_bytes
+    def __init__(self, path: str, limits: StreamLimits | None = None, piece_bytes: int | None = None):
+        self.path, self.limits = path, limits or StreamLimits()
         self.piece = piece_bytes or PIECE_BYTES
+        self.max_gap = max(MAX_GAP, 4 * self.piece)
         self.header: Trace | None = None
+        self.warnings: list[str] = []
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[list[Event]]:
         chunks = self._chunks()
         buf, head = self._head(chunks)
+        lo = 0  # the next boundary search starts here: what lies before was searched already
         with gc_paused():
             for chunk in chunks:
                 buf += chunk
-                while len(buf) >= self.piece:
-                    events, buf = self._cut(buf)
-                    if events is None:
-                        break
-                    yield events
-            try:
-                tail = msgspec.json.decode(b'{"traceEvents":[' + buf, type=Trace)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                raise NotStreamable("truncated or malformed end") from None
+                if len(buf) < self.piece:
+                    continue
+                events, cut = self._cut(buf, lo)
+                if events is None:
+                    if len(buf) > self.max_gap:
+                        raise NotStreamable(f"no event boundary in {len(buf)} bytes")
+                    lo = len(buf)
+                    continue
+                del buf[:cut]  # O(1) for a bytearray: CPython moves its start
+                lo = 0
+                yield events
+            tail = self._tail(buf)
         del buf
-        for name in _HEADER_FIELDS:
-            if getattr(tail, name) is None:
-                setattr(tail, name, getattr(head, name))
+        self.header = self._merge(head, tail)
         events, tail.traceEvents = tail.traceEvents or [], None
-        self.header = tail
         if events:
             yield events
 
-    def _chunks(self):
+    def _chunks(self) -> Iterator[bytes]:
         try:
-            yield from raw_chunks(self.path, self.max_bytes, max(self.piece, 1 << 16))
+            yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16))
         except CorruptGzip:
             raise NotStreamable("corrupt gzip: the whole-file path keeps what inflated") from None
 
-    def _head(self, chunks) -> tuple[bytes, Trace]:
-        buf = b""
+    def _head(self, chunks: Iterator[bytes]) -> tuple[bytearray, RawTrace]:
+        buf, searched = bytearray(), 0
         for chunk in chunks:
             buf += chunk
-            at = buf.find(b'"traceEvents"')
-            if at >= 0:
-                rest = buf[at + len(b'"traceEvents"'):].lstrip()
-                if len(rest) >= 2:
-                    if rest[:1] != b":" or rest[1:].lstrip()[:1] != b"[":
-                        raise NotStreamable("traceEvents is not an array")
-                    body = rest[1:].lstrip()[1:]
-                    try:
-                        head = msgspec.json.decode(buf[:at] + b'"traceEvents":[]}', type=Trace)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        raise NotStreamable("unexpected header") from None
-                    return body, head
-            if len(buf) > 64 * 1024 * 1024:
-                break
+            at = buf.find(_KEY, max(0, searched - len(_KEY)))
+            if at < 0:
+                searched = len(buf)
+                if len(buf) > self.max_gap:
+                    break
+                continue
+            searched = at
+            m = _OPEN.match(buf, at + len(_KEY))  # always matches (everything in it is optional)
+            if m is None or m.group(2) is None:
+                if m is not None and m.end() == len(buf):
+                    continue  # only blanks (and the ':') so far
+                raise NotStreamable("traceEvents is not an array")
+            body_at = m.end()
+            try:
+                head = _RAW_DECODER.decode(bytes(buf[:at]) + b'"traceEvents":[]}')
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise NotStreamable("unexpected header") from None
+            except RecursionError:
+                raise TraceFormatError(too_deep(self.path)) from None
+            del buf[:body_at]
+            return buf, head
         raise NotStreamable("no traceEvents array near the start")
 
-    def _cut(self, buf: bytes):
-        """Decode the events before the last event boundary in ``buf``; return them and the remainder."""
-        end = len(buf)
-        for _ in range(32):
-            pos = buf.rfind(b"{", 0, end)
+    def _cut(self, buf: bytearray, lo: int) -> tuple[list[Event] | None, int]:
+        """Decode the events before the last event boundary in ``buf`` (a ``{`` at or after ``lo``); return them
+        and where the rest starts, or (None, 0)."""
+        end, tries = len(buf), 0
+        for _ in range(_LOOKS):
+            pos = buf.rfind(b"{", lo, end)
             if pos <= 0:
-                return None, buf
-            before = buf[max(0, pos - 64):pos].rstrip()
+                break
+            before = bytes(buf[max(0, pos - 64):pos]).rstrip()
+            if not before:  # a long blank run before the '{' (shorter than the limit on blank runs)
+                before = bytes(buf[max(0, pos - self.limits.blank_block):pos]).rstrip()[-64:]
             if before.endswith(b",") and before[:-1].rstrip().endswith(b"}"):
                 close = buf.rfind(b"}", 0, pos)
+                piece = bytearray(b"[")
+                with memoryview(buf) as view:
+                    piece += view[:close + 1]
+                piece += b"]"
                 try:
-                    return _EVENTS_DECODER.decode(b"".join((b"[", buf[:close + 1], b"]"))), buf[pos:]
+                    return _EVENTS_DECODER.decode(piece), pos
                 except msgspec.ValidationError:
                     raise NotStreamable("field of an unexpected type") from None
                 except msgspec.DecodeError:
-                    pass  # a boundary inside a string or a nested object: try an earlier one
+                    tries += 1  # a boundary inside a string or a nested object: try an earlier one
+                    if tries >= _DECODE_TRIES:
+                        break
+                except RecursionError:
+                    raise TraceFormatError(too_deep(self.path)) from None
             end = pos
-        return None, buf
+        return None, 0
+
+    def _tail(self, buf: bytearray) -> RawTrace:
+        try:
+            tail = _RAW_DECODER.decode(_TAIL_PREFIX + buf)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise NotStreamable("truncated or malformed end") from None
+        except RecursionError:
+            raise TraceFormatError(too_deep(self.path)) from None
+        check_one_events(buf, self.path, 0, prefix=_TAIL_PREFIX)
+        return tail
+
+    def _merge(self, head: RawTrace, tail: RawTrace) -> Trace:
+        values = {name: getattr(tail, name) if getattr(tail, name) is not None else getattr(head, name)
+                  for name in HEADER_FIELDS}
+        trace, self.warnings = clean_header(values, self.path)
+        return trace

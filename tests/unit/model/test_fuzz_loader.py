@@ -162,3 +162,103 @@ def test_json_mutations(tmp_path_factory, seed, edits):
     path = tmp_path_factory.mktemp("f") / "t.json"
     path.write_text(json.dumps(doc))
     check(str(path))
+
+
+# -- the header, field by field ----------------------------------------------------------------------------------------
+PG_FIELDS = ["pg_name", "pg_desc", "uid", "backend_config", "pg_size", "ranks"]
+HEADER_EDIT = st.one_of(
+    st.tuples(st.just("header"), st.sampled_from([h for h in HEADER if h != "traceEvents"] + ["schemaVersion"]), NASTY),
+    st.tuples(st.just("dist"), st.sampled_from(["rank", "world_size", "pg_count", "pg_config", "backend",
+                                                "nccl_version"]), NASTY),
+    st.tuples(st.just("pg"), st.sampled_from(PG_FIELDS), NASTY),
+)
+
+
+@FUZZ
+@given(edits=st.lists(HEADER_EDIT, min_size=1, max_size=6))
+def test_header_mutations_keep_every_event(tmp_path_factory, edits):
+    """A mistyped header field costs that field only: every event is still there, or the error is one of the
+    documented header errors (an impossible rank, a baseTimeNanoseconds out of range)."""
+    doc = json.loads(json.dumps(seeds()[1]))
+    doc["distributedInfo"].setdefault("pg_config", [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1]}])
+    for what, key, value in edits:
+        if what == "header":
+            doc[key] = value
+        elif what == "dist" and isinstance(doc.get("distributedInfo"), dict):
+            doc["distributedInfo"][key] = value
+        elif what == "pg" and isinstance(doc.get("distributedInfo"), dict):
+            pgs = doc["distributedInfo"].get("pg_config")
+            if isinstance(pgs, list) and pgs and isinstance(pgs[0], dict):
+                pgs[0][key] = value
+    path = tmp_path_factory.mktemp("f") / "t.json"
+    path.write_text(json.dumps(doc))
+    try:
+        ts = load(str(path), options=LoadOptions(cache=False), executor="serial")
+    except TracekitError as exc:
+        assert "\n" not in str(exc)
+        assert "world size" in str(exc) or "baseTimeNanoseconds" in str(exc), str(exc)
+        return
+    (table,) = [t for _, t in ts]
+    assert len(table) == _intact_rows()
+    assert all("\n" not in w for w in ts.metadata.warnings)
+    touched = {key for what, key, _ in edits if what in ("header", "dist")}
+    if not touched & {"distributedInfo", "rank"}:  # the fields nobody edited are all still there
+        (info,) = [ts.info(r) for r in ts.ranks]
+        assert info.rank == 0 and ts.ranks == [0]
+        if "backend" not in touched:
+            assert info.backend == "nccl"
+        if "world_size" not in touched:
+            assert info.world_size == 2
+
+
+@cache
+def _intact_rows() -> int:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        fh.write(json.dumps(seeds()[1]))
+    try:
+        return len(next(iter(load(fh.name, options=LoadOptions(cache=False), executor="serial")))[1])
+    finally:
+        os.unlink(fh.name)
+
+
+# -- text level: numbers beyond float range, nesting, a second traceEvents key, blank runs --------------------------
+TEXT_EDIT = st.one_of(
+    st.tuples(st.just("number"), st.floats(0, 1, exclude_max=True), st.sampled_from(["1e400", "-1e400", "1e18",
+                                                                                      "123456789012345678901234"])),
+    st.tuples(st.just("nest"), st.floats(0, 1, exclude_max=True), st.integers(1, 1500)),
+    st.tuples(st.just("dupkey"), st.just(0.0), st.none()),
+    st.tuples(st.just("blank"), st.floats(0, 1, exclude_max=True), st.integers(1, 3_000_000)),
+)
+
+
+def apply_text(text: str, edit) -> str:
+    import re
+
+    what, where, arg = edit
+    if what == "number":
+        spots = [m.start() for m in re.finditer(r'(?<=: )-?\d+(\.\d+)?(?=[,}])', text)]
+        if spots:
+            at = spots[int(where * len(spots))]
+            end = re.match(r"-?\d+(\.\d+)?", text[at:]).end()
+            return text[:at] + arg + text[at + end:]
+        return text
+    if what == "nest":
+        at = text.find('"args": {', int(where * len(text)))
+        return text if at < 0 else text[:at] + f'"args": {{"x": {"[" * arg + "]" * arg}, ' + text[at + 9:]
+    if what == "dupkey":
+        return text[:-1] + ', "traceEvents": []}'
+    at = text.find(", ", int(where * len(text)))
+    return text if at < 0 else text[:at + 1] + " " * arg + text[at + 1:]
+
+
+@FUZZ
+@given(seed=st.integers(0, 1), edits=st.lists(TEXT_EDIT, min_size=1, max_size=3), gz=st.booleans())
+def test_text_mutations(tmp_path_factory, seed, edits, gz):
+    text = _seed_bytes(seed).decode()
+    for edit in edits:
+        text = apply_text(text, edit)
+    path = tmp_path_factory.mktemp("f") / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(text.encode(), 1) if gz else text.encode())
+    check(str(path), run_analyzer=False)

@@ -1,0 +1,138 @@
+"""Opening untrusted paths: regular files only, never a blocking open, every OS error a one-line TracekitError.
+
+A FIFO named ``rank1.json`` would block ``open()`` forever, ``/dev/zero`` would stream until memory runs out, a
+socket cannot be read at all: each is refused from ``os.stat`` before opening, and the open itself is
+non-blocking (``O_NONBLOCK``) and checked again with ``fstat``, so a file swapped for a FIFO between the two
+cannot hang the loader either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import BinaryIO
+
+from ..errors import ConfigError, TraceFormatError, TracekitError
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+_ENV_PROBLEMS: list[str] = []
+
+
+def env_limit(name: str, default: float) -> float:
+    """A positive number from the environment (a limit such as TRACEKIT_MAX_TRACE_BYTES), else ``default``. A
+    value that is not one is remembered and reported by ``check_env`` when options are built (a ConfigError,
+    exit 2), not raised here: this runs at import, before the CLI can turn an error into one line."""
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        _ENV_PROBLEMS.append(f"{name}={text[:40]!r}: expected a positive number")
+        return default
+    return value
+
+
+def check_env() -> None:
+    if _ENV_PROBLEMS:
+        raise ConfigError(_ENV_PROBLEMS[0])
+
+
+def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what: str = "trace") -> BinaryIO:
+    """``open(path, "rb")`` for regular files only; anything else raises ``error`` in one line."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc}); check the path and permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files "
+                    "only") from None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc}); check the path and permissions") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped between stat and open
+            raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular "
+                        "files only")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_limited(path: str, limit: int, error: type[TracekitError], what: str) -> bytes:
+    """The whole of a small file (a rule file, a run manifest), refused past ``limit`` bytes."""
+    fh = open_regular(path, error, what)
+    with fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: read error in the {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise error(f"{path}: the {what} is larger than {limit} bytes; that is not a {what}")
+    return data
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
+_BLANK = frozenset(b" \t\r\n")
+_QUOTE = ord('"')
+
+
+class RunGuard:
+    """Refuses a long run of bytes without a *stop* byte as the bytes stream past: blanks (a gzip bomb of spaces:
+    1 GiB inflates from 1 MB) or bytes without a ``"`` (a multi-GB string; no JSON has megabytes between two
+    quotes otherwise) are refused after a few MiB instead of being inflated, buffered and parsed.
+
+    Linear and nearly free: only one byte in every ``block`` is looked at, and from it a C-level search for the
+    next stop byte, which in a real trace is a few bytes away. Every run of at least ``2 * block`` bytes holds a
+    whole aligned block and is refused; no run shorter than ``block`` ever is.
+    """
+
+    def __init__(self, block: int, kind: str):
+        self.block, self.kind = max(int(block), 1024), kind
+        self.offset = 0  # stream offset of the chunk being looked at
+        self.need = 0  # run bytes still needed to complete the block under test (0: none under test)
+
+    def _stop(self, chunk: bytes, start: int, end: int) -> bool:
+        if self.kind == "blank":
+            return _NOT_BLANK.search(chunk, start, end) is not None
+        return chunk.find(b'"', start, end) >= 0
+
+    def _candidate(self, byte: int) -> bool:
+        return byte in _BLANK if self.kind == "blank" else byte != _QUOTE
+
+    def feed(self, chunk: bytes) -> bool:
+        """True when ``chunk`` completes a whole block without a stop byte."""
+        n = len(chunk)
+        if self.need:
+            end = min(self.need, n)
+            if self._stop(chunk, 0, end):
+                self.need = 0
+            else:
+                self.need -= end
+                if not self.need:
+                    return True
+        start = -self.offset % self.block
+        self.offset += n
+        for g in range(start, n, self.block):
+            if self._candidate(chunk[g]):
+                end = min(g + self.block, n)
+                if not self._stop(chunk, g, end):
+                    if end - g == self.block:
+                        return True
+                    self.need = self.block - (end - g)
+        return False

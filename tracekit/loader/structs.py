@@ -1,0 +1,96 @@
+"""The typed structs the trace decoders fill: the events and header fields tracekit reads, by name and type.
+Shared by decode (whole file), stream (pieces) and header (field-by-field checks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+Num = int | float
+IntOrStr = int | str
+
+
+class Args(msgspec.Struct):
+    # -1 (absent) rather than None when missing: the id columns then convert to numpy in one C call
+    external_id: IntOrStr | None = msgspec.field(default=-1, name="External id")
+    correlation: IntOrStr | None = -1
+    stream: IntOrStr | None = None
+    device: IntOrStr | None = -1
+    coll_name: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: IntOrStr | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: IntOrStr | None = msgspec.field(default=None, name="Out msg nelems")
+    in_size: IntOrStr | None = msgspec.field(default=None, name="In msg size")
+    out_size: IntOrStr | None = msgspec.field(default=None, name="Out msg size")
+    group_size: IntOrStr | None = msgspec.field(default=None, name="Group size")
+    dtype: str | None = None
+    in_split: str | list | None = msgspec.field(default=None, name="In split size")
+    out_split: str | list | None = msgspec.field(default=None, name="Out split size")
+    pg_name: IntOrStr | None = msgspec.field(default=None, name="Process Group Name")
+    pg_id: IntOrStr | None = msgspec.field(default=None, name="Process Group ID")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: str | list | None = msgspec.field(default=None, name="Process Group Ranks")
+    seq: IntOrStr | None = msgspec.field(default=None, name="Seq")
+    src_rank: IntOrStr | None = msgspec.field(default=None, name="Src Rank")
+    dst_rank: IntOrStr | None = msgspec.field(default=None, name="Dst Rank")
+    name: str | None = None  # thread_name / process_name metadata events
+    mem_bytes: IntOrStr | None = msgspec.field(default=None, name="Bytes")
+    mem_total: IntOrStr | None = msgspec.field(default=None, name="Total Allocated")
+    copy_bytes: IntOrStr | None = msgspec.field(default=None, name="bytes")
+    # shapes and dtypes of a host op's inputs (record_shapes): a collective's size when its kernel has no args
+    input_dims: list | None = msgspec.field(default=None, name="Input Dims")
+    input_type: list | None = msgspec.field(default=None, name="Input type")
+
+
+class Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: IntOrStr | None = None
+    tid: IntOrStr | None = None
+    ts: Num | None = None
+    dur: Num | None = None
+    args: Args | None = None
+
+
+class PgConfig(msgspec.Struct):
+    pg_name: IntOrStr | None = None
+    pg_desc: str | None = None
+    uid: IntOrStr | None = None
+    backend_config: str | None = None
+    pg_size: int | None = None
+    ranks: list | str | None = None
+
+
+class DistInfo(msgspec.Struct):
+    backend: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    pg_count: int | None = None
+    pg_config: list[PgConfig] | None = None
+    nccl_version: str | None = None
+
+
+class Trace(msgspec.Struct):
+    """A decoded trace: the events and the header fields tracekit reads, each of its expected type."""
+
+    traceEvents: list[Event] | None = None
+    distributedInfo: DistInfo | None = None
+    deviceProperties: list[dict] | None = None
+    baseTimeNanoseconds: int | None = None
+    trace_id: Any = None
+    host_name: Any = None
+    schemaVersion: Any = None
+
+
+class RawTrace(msgspec.Struct):
+    """What the decoders read: typed events, an untyped header (a few KB) that ``header.clean_header`` checks
+    field by field, so one mistyped field costs that field only."""
+
+    traceEvents: list[Event] | None = None
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+    baseTimeNanoseconds: Any = None
+    trace_id: Any = None
+    host_name: Any = None
+    schemaVersion: Any = None
