@@ -12,6 +12,8 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ..errors import TracekitError
 from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
@@ -116,3 +118,26 @@ def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationCompar
     if not results:
         return None, tuple(warnings)
     return compare_activation_memory(results, config), tuple(warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationOptions:
+    """The activation-memory analyzer takes no options: it reads what the run directory holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationRun:
+    comparison: ActivationComparison | None  # None when the run recorded no activation memory
+    warnings: tuple[str, ...] = ()
+
+
+class ActivationMemoryAnalyzer:
+    """Measured saved-for-backward bytes per layer (``activation_r{rank}.json`` beside the traces) against the
+    model configured from ``run.json``."""
+
+    name: ClassVar[str] = "activation_memory"
+    Options: ClassVar[type] = ActivationOptions
+
+    def run(self, traces: TraceSet, options: ActivationOptions = ActivationOptions()) -> ActivationRun:
+        comparison, warnings = activation_from_run(traces)
+        return ActivationRun(comparison, warnings)

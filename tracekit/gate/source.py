@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SummaryFormatError
-from .summary import Summary
+from .metrics import RunMetrics
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
 
@@ -34,21 +34,23 @@ def summary_from_traces(path: Path) -> Mapping[str, Any]:
     return analyze(load(str(path))).to_dict()
 
 
-def load_summary(path: str | Path) -> Summary:
-    """A Summary from a summary JSON file, or from traces (analysed on the fly)."""
+def load_summary(path: str | Path) -> RunMetrics:
+    """A RunMetrics from a summary JSON file, or from traces (analysed on the fly)."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES):
-        return Summary(summary_from_traces(p), str(p))
+        return RunMetrics(summary_from_traces(p), str(p))
     data = _read_json(p)
     if isinstance(data, Mapping) and "traceEvents" in data:
-        return Summary(summary_from_traces(p), str(p))
+        return RunMetrics(summary_from_traces(p), str(p))
     if not isinstance(data, Mapping):
         raise SummaryFormatError(f"{p}: a JSON {type(data).__name__}, not a tracekit summary object")
-    return Summary(data, str(p))
+    return RunMetrics(data, str(p))
 
 
-def write_summary(summary: Summary, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(summary.data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+def write_summary(summary: RunMetrics, path: str | Path) -> None:
+    """The run's summary dict as a baseline file (the JSON reporter, one space of indent, keys in order)."""
+    from ..reports.json import JsonReporter
+
+    JsonReporter().render(summary.data, path, indent=1)

@@ -11,14 +11,15 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-import jinja2
+from ..contract import CORE_STEP_KEYS
+from . import charts, units, view
+from .base import StreamReporter, check_summary
+from .timeline_drawing import DEFAULT_MAX_EVENTS, Timeline, prepare
 
-from . import charts, view
-from .base import Rendered, check_summary
-from .timeline import DEFAULT_MAX_EVENTS, prepare
+if TYPE_CHECKING:
+    import jinja2
 
 TOP_COLLECTIVES = 25
 COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "name", "bytes", "dur_us", "exposed_us", "hidden_us",
@@ -39,6 +40,8 @@ def _asset(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    import jinja2
+
     return jinja2.Environment(loader=jinja2.PackageLoader("tracekit.reports", "templates"),
                               autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
@@ -50,10 +53,10 @@ def json_for_script(data: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def downsample_note(tl) -> str | None:
+def downsample_note(tl: Timeline) -> str | None:
     if not tl.downsampled:
         return None
-    return (f"timeline downsampled: {tl.shown} of {tl.total} intervals drawn (gaps up to {tl.merge_gap_us:.1f} µs "
+    return (f"timeline downsampled: {tl.shown} of {tl.total} intervals drawn (gaps up to {units.micros(tl.merge_gap_us)} "
             f"merged); raise --max-timeline-events to draw more")
 
 
@@ -72,7 +75,7 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "the step waits for the network; hidden communication (blue) runs under compute (grey).")
     return {
         "summary": summary, "overview": view.overview(summary), "headline": view.headline(summary),
-        "rank_totals": view.rank_totals(summary), "step_keys": view.STEP_KEYS,
+        "rank_totals": view.rank_totals(summary), "step_keys": CORE_STEP_KEYS,
         "dimensions": view.table(summary, "by_dimension", DIMENSION_FIELDS), "dimension_fields": DIMENSION_FIELDS,
         "collectives": view.table(summary, "collectives", COLLECTIVE_FIELDS, view.top_exposed(summary, TOP_COLLECTIVES)),
         "collective_fields": COLLECTIVE_FIELDS,
@@ -95,16 +98,19 @@ def _memory_rows(summary: Mapping) -> list[dict]:
             for i, x in enumerate(layers)]
 
 
-class HtmlReporter:
+class HtmlReporter(StreamReporter):
+    """`tracekit report -o report.html`: the summary as one self-contained page. Options: ``timeline`` (a
+    ``tracekit.timeline/1`` record), ``verdict`` (`tracekit check --json`), ``max_timeline_events``."""
+
     format = "html"
     suffix = ".html"
+    document = Mapping
 
-    def render(self, summary: Mapping, out: Path, *, timeline: Mapping | None = None, verdict: Mapping | None = None,
-               max_timeline_events: int = DEFAULT_MAX_EVENTS, **_: Any) -> Rendered:
-        check_summary(summary)
-        ctx = context(summary, timeline, verdict, max_timeline_events)
-        html = _env().get_template("report.html").render(**ctx)
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(html, encoding="utf-8")
-        return Rendered(out, out.stat().st_size, tuple(ctx["notes"]))
+    def check(self, doc: Any) -> None:
+        check_summary(doc)
+
+    def write(self, doc: Any, stream: IO[Any], *, timeline: Mapping | None = None, verdict: Mapping | None = None,
+              max_timeline_events: int = DEFAULT_MAX_EVENTS, **_: Any) -> tuple[str, ...]:
+        ctx = context(doc, timeline, verdict, max_timeline_events)
+        stream.write(_env().get_template("report.html").render(**ctx))
+        return tuple(ctx["notes"])
