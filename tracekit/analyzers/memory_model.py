@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..dtypes import SHORT_BYTES
 from ..errors import ConfigError
 
 RECOMPUTE = ("none", "selective", "full")
 CP_KINDS = ("ring", "ulysses")
 ATTENTION = ("standard", "fused")
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+DTYPE_BYTES = SHORT_BYTES  # --dtype -> bytes per activation element (tracekit.dtypes)
 
 
 @dataclass(frozen=True, slots=True)

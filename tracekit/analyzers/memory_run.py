@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..dtypes import SHORT_BY_MANIFEST_NAME
 from ..errors import TracekitError
 from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
 from ..model.traceset import TraceSet
@@ -22,8 +23,6 @@ from .memory import ActivationComparison, compare_activation_memory
 from .memory_model import DTYPE_BYTES, MemoryConfig
 
 ACTIVATION_FILE = re.compile(r"^activation_r(\d+)\.json$")
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-           "float8": "fp8"}
 
 
 def activation_files(traces: TraceSet) -> list[str]:
@@ -73,7 +72,7 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
     pick = lambda key, *alts, default: next((src[k] for src in (model, layout) for k in (key, *alts)
                                              if src.get(k) is not None), default)
     dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
-    dtype = _DTYPES.get(dtype, dtype)
+    dtype = SHORT_BY_MANIFEST_NAME.get(dtype, dtype)
     dropout = model.get("dropout", True)
     extra = {k: model[k] for k in ("recompute", "attention", "mask_bytes", "layernorm_stat_bytes") if k in model}
     return MemoryConfig(int(model["seq"]), int(model["batch"]), int(model["hidden"]), int(model["heads"]),
