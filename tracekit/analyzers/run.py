@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -142,7 +142,7 @@ def analyze(traces: TraceSet, **options) -> Analysis:
     from . import ANALYZERS
 
     results = {a.name: a.run(traces, _options(a.Options, options)) for a in ANALYZERS}
-    unknown = set(options) - {f for a in ANALYZERS for f in a.Options.__dataclass_fields__}
+    unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
     if unknown:
         raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     comm, activation = results["comm"], results["activation_memory"]
@@ -152,5 +152,5 @@ def analyze(traces: TraceSet, **options) -> Analysis:
 
 
 def _options(cls: type, options: dict) -> Any:
-    fields = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    return cls(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items() if k in fields})
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items() if k in names})

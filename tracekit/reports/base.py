@@ -36,10 +36,21 @@ class Rendered:
 
 
 class Reporter(Protocol):
-    format: ClassVar[str]  # "table", "json", "html", ...
-    suffix: ClassVar[str]  # ".html", ".json", ... ("" when no file name selects it)
-    binary: ClassVar[bool]  # writes bytes, else text
-    document: ClassVar[type | tuple[type, ...]]  # what it renders (an isinstance check)
+    @property
+    def format(self) -> str:
+        """What ``--format`` names: "table", "json", "html", ..."""
+
+    @property
+    def suffix(self) -> str:
+        """The file-name ending that selects it (".html"), or "" when none does."""
+
+    @property
+    def binary(self) -> bool:
+        """Writes bytes, else text."""
+
+    @property
+    def document(self) -> type:
+        """The type of document it renders."""
 
     def render(self, doc: Any, out: Output, **options: Any) -> Rendered:
         """Write ``doc`` to the stream or file ``out``."""
@@ -53,7 +64,7 @@ class StreamReporter:
     format: ClassVar[str] = ""
     suffix: ClassVar[str] = ""
     binary: ClassVar[bool] = False
-    document: ClassVar[type | tuple[type, ...]] = object
+    document: ClassVar[type] = object
 
     def check(self, doc: Any) -> None:
         """Refuse a document this reporter cannot render (before anything is written)."""
@@ -68,13 +79,15 @@ class StreamReporter:
         if not isinstance(out, (str, os.PathLike)):
             return Rendered(None, 0, self.write(doc, out, **options))
         path = Path(out)
-        buf: IO[Any] = io.BytesIO() if self.binary else io.StringIO()
-        notes = self.write(doc, buf, **options)  # all of it first: nothing half-written on an error
         path.parent.mkdir(parents=True, exist_ok=True)
-        if self.binary:
-            path.write_bytes(buf.getvalue())
+        if self.binary:  # all of it first: nothing half-written on an error
+            data = io.BytesIO()
+            notes = self.write(doc, data, **options)
+            path.write_bytes(data.getvalue())
         else:
-            path.write_text(buf.getvalue(), encoding="utf-8")
+            text = io.StringIO()
+            notes = self.write(doc, text, **options)
+            path.write_text(text.getvalue(), encoding="utf-8")
         return Rendered(path, path.stat().st_size, notes)
 
     def text(self, doc: Any, **options: Any) -> str:

@@ -35,9 +35,10 @@ def _terms_table(doc: ModelEstimate) -> Any:
 
     model = doc.model
     table = Table(title=f"activation memory per layer, one rank — {model.name}: {model.formula}")
-    for col, justify in (("term", "left"), ("block", "left"), ("divided by", "left"), ("bytes", "right"),
-                         ("MiB", "right")):
-        table.add_column(col, justify=justify)
+    for col in ("term", "block", "divided by"):
+        table.add_column(col, justify="left")
+    for col in ("bytes", "MiB"):
+        table.add_column(col, justify="right")
     rows = [(t.name, t.block, t.divided_by, t.bytes) for t in model.terms]
     if model.layernorm_stats_bytes:
         rows.append(("LayerNorm mean/rstd (not in the paper)", "layernorm", "", model.layernorm_stats_bytes))

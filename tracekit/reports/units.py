@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 NA = "—"
 Number = float | int
@@ -83,7 +83,7 @@ def display(field: str, value: Number | None) -> str:
     return DISPLAY[unit_of(field)](value)
 
 
-def for_metric(metric: str) -> Callable[[Number], str]:
+def for_metric(metric: str) -> Callable[[Any], str]:
     """The display formatter of a gate metric (``tp/all_gather:exposed_comm_us``, ``overlap_ratio``, ...)."""
     name = metric.rsplit(":", 1)[-1]
     if name.endswith("_us"):
@@ -138,7 +138,8 @@ def metric_value(metric: str, value: float | None) -> str:
 
 
 class _Spread(Protocol):
-    median: float
+    @property
+    def median(self) -> float: ...
 
     def spread_text(self, fmt: Callable[[float], str]) -> str: ...
 
