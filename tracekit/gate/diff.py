@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract import DIFF_SCHEMA
+from ..reports import units
 from .metrics import RunMetrics, Scope
 from .stats import stat_over_ranks
 
@@ -64,21 +65,21 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     less_overlap = cb * (ov_a - ov_b)
     reasons: list[tuple[float, str]] = []
     if less_overlap > floor_us:
-        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{less_overlap:.1f} µs"))
+        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{units.micros(less_overlap)}"))
     if a.get("wait_us") is not None and b.get("wait_us") is not None:
         w = (_num(b["wait_us"]) - _num(a["wait_us"])) * (1 - ov_a)
         if w > floor_us:
             reasons.append((w, f"more waiting for peers (wait {_num(a['wait_us']):.1f}→{_num(b['wait_us']):.1f} µs)"
-                               f": +{w:.1f} µs"))
+                               f": +{units.micros(w)}"))
     t = None
     if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
         t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
     ba, bb = _num(a.get("bytes")), _num(b.get("bytes"))
     grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if bb > ba * 1.01 else ""
     if t is not None and t > floor_us:
-        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{t:.1f} µs"))
+        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{units.micros(t)}"))
     elif t is None and more_comm > floor_us:
-        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{more_comm:.1f} µs"))
+        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{units.micros(more_comm)}"))
     elif grew:
         reasons.append((0.0, f"more bytes ({grew})"))
     return DiffRow(label, dict(a), dict(b), more_comm, less_overlap,

@@ -101,7 +101,7 @@ def memory(summary: Mapping) -> dict | None:
              for x in layers if x.get("model_bytes")]
     if pairs:
         x, r = max(pairs, key=lambda p: abs(p[1] - 1.0))
-        data["reading"] = (f"Measured activation memory is within {abs(r - 1.0) * 100:.1f} % of the "
+        data["reading"] = (f"Measured activation memory is within {units.percent(abs(r - 1.0))} of the "
                            f"{x.get('model', '')} model on every layer (largest gap: rank {x.get('rank')}, "
                            f"layer {x.get('layer')}).")
     else:

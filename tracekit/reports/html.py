@@ -17,6 +17,7 @@ from ..contract import CORE_STEP_KEYS
 from . import charts, units, view
 from .base import StreamReporter, check_summary
 from .timeline_drawing import DEFAULT_MAX_EVENTS, Timeline, prepare
+from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
 
 if TYPE_CHECKING:
     import jinja2
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 TOP_COLLECTIVES = 25
 COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "name", "bytes", "dur_us", "exposed_us", "hidden_us",
                      "wait_us", "transfer_us", "busbw_gbps")
-DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
-                    "transfer_us", "busbw_gbps")
 
 
 @lru_cache(maxsize=1)
@@ -79,10 +78,9 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "dimensions": view.table(summary, "by_dimension", DIMENSION_FIELDS), "dimension_fields": DIMENSION_FIELDS,
         "collectives": view.table(summary, "collectives", COLLECTIVE_FIELDS, view.top_exposed(summary, TOP_COLLECTIVES)),
         "collective_fields": COLLECTIVE_FIELDS,
-        "stragglers": view.table(summary, "stragglers", ("rank", "last_arrivals", "instances", "mean_lateness_us",
-                                                        "total_caused_wait_us")),
+        "stragglers": view.table(summary, "stragglers", STRAGGLER_FIELDS),
         "offsets": view.table(summary, "clock_offsets", ("rank", "offset_us", "spread_us", "matched")),
-        "unrecognised": view.table(summary, "unrecognised_kernels", ("name", "count", "total_us", "streams")),
+        "unrecognised": view.table(summary, "unrecognised_kernels", UNRECOGNISED_FIELDS),
         "memory": _memory_rows(summary),
         "warnings": list(summary.get("warnings") or []), "notes": notes, "verdict": view.verdict(verdict), "data": data,
         "data_json": json_for_script(data), "plotly_js": plotly_js(), "report_js": _asset("report.js"),

@@ -11,19 +11,16 @@ from ..contract import CORE_STEP_KEYS
 from . import view
 from .base import StreamReporter, check_summary
 from .safe_text import printable
+from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
 RANK_KEYS = (*CORE_STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
-DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
-                    "transfer_us", "busbw_gbps")
 COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "pg_desc", "seq", "name", "dur_us", "exposed_us", "wait_us",
                      "transfer_us", "busbw_gbps")
-STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
 OFFSET_FIELDS = ("rank", "offset_us", "spread_us", "matched", "method")
-UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
 MEMORY_FIELDS = ("rank", "layer", "measured_bytes", "model_bytes", "delta_bytes", "model")
 
 

@@ -15,6 +15,12 @@ from typing import Any
 from ..contract import CORE_STEP_KEYS, exposed_comm_share
 from . import units
 
+# The columns of the summary's tables that both the terminal and the HTML report show.
+DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
+                    "transfer_us", "busbw_gbps")
+STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
+UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
+
 
 @dataclass(frozen=True, slots=True)
 class Figure:
