@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
+from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.inventory import Inventory
 from tracekit.analyzers.memory import ModelEstimate, estimate_memory
@@ -22,6 +23,7 @@ from tracekit.contract import SUMMARY_SCHEMA, exposed_comm_share
 from tracekit.errors import ConfigError
 from tracekit.gate import DiffResult, GateReport, RunMetrics, diff, parse_budget, run_gate
 from tracekit.reports import REPORTERS, get_reporter
+from tracekit.reports.junit import write_junit
 from tracekit.reports.perfetto import TraceAnnotation
 from tracekit.reports.workload import WorkloadDigest
 
@@ -116,6 +118,10 @@ def test_analyze_runs_the_explicit_tuple_and_the_old_name_still_imports():
     assert [a.name for a in ANALYZERS] == ["comm", "activation_memory"]
     with pytest.warns(DeprecationWarning):
         assert tracekit.Summary is tracekit.Analysis
+    with pytest.warns(DeprecationWarning):
+        assert gate.Summary is RunMetrics
+    with pytest.warns(DeprecationWarning):
+        assert gate.write_junit is write_junit
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tracekit.Analysis.__name__ == "Analysis"
