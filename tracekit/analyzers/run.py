@@ -141,10 +141,10 @@ def analyze(traces: TraceSet, **options) -> Analysis:
     gives the model's dimensions (tracekit.analyzers.memory_run)."""
     from . import ANALYZERS
 
-    results = {a.name: a.run(traces, _options(a.Options, options)) for a in ANALYZERS}
     unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
     if unknown:
         raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    results = {a.name: a.run(traces, _options(a.Options, options)) for a in ANALYZERS}
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
