@@ -36,7 +36,7 @@ class OverlapSession:
 
     def __init__(self, out_dir: Path, whole_body_step: bool = False):
         self.out_dir = Path(out_dir)
-        self.summary: Any = None  # a tracekit.gate.Summary once the test body has run and been analysed
+        self.summary: Any = None  # a tracekit.gate.RunMetrics once the test body has run and been analysed
         self._whole_body_step = whole_body_step
         self._prof: Any = None
         self._body_rf: Any = None
@@ -79,10 +79,10 @@ class OverlapSession:
         return path
 
     def analyse(self):
+        from .gate.metrics import RunMetrics
         from .gate.source import summary_from_traces
-        from .gate.summary import Summary
 
-        self.summary = Summary(summary_from_traces(self.out_dir), str(self.out_dir))
+        self.summary = RunMetrics(summary_from_traces(self.out_dir), str(self.out_dir))
         return self.summary
 
 

@@ -101,7 +101,7 @@ def test_a_loader_process_that_dies_is_a_one_line_error(tmp_path, monkeypatch):
     files = [str(write(tmp_path / f"rank{r}.json", intact_doc())) for r in range(2)]
     monkeypatch.setattr(executors, "_load_one", _die)
     with pytest.raises(TracekitError, match="a loader process died.*--executor serial") as err:
-        executors.map_files(files, LoadOptions(cache=False), executor="process")
+        executors.map_files(load_file, files, LoadOptions(cache=False), executor="process")
     assert "\n" not in str(err.value)
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tracekit.errors import ConfigError
 from tracekit.reports import get_reporter
 from tracekit.reports.html import json_for_script
-from tracekit.reports.timeline import _merge, merge_gap, prepare
+from tracekit.reports.timeline_drawing import _merge, merge_gap, prepare
 from tracekit.reports.view import headline
 
 from .fixtures import TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from tracekit.errors import ConfigError
-from tracekit.gate.summary import Summary
+from tracekit.gate.metrics import RunMetrics
 from tracekit.pytest_plugin import budgets_from_marker, overlap_failures
 
 from .gate.builders import step_row, summary, tp_run
@@ -39,11 +39,11 @@ def test_marker_arguments_become_budgets():
 
 
 def test_overlap_failures_explain_in_one_line():
-    s = Summary(tp_run([300.0] * 3))  # comm 800, exposed 300: overlap 0.625, share 0.3
+    s = RunMetrics(tp_run([300.0] * 3))  # comm 800, exposed 300: overlap 0.625, share 0.3
     mark = _mark(min_overlap_ratio=0.5, max_exposed_comm_share=0.2)
     [msg] = overlap_failures(s, budgets_from_marker(mark))
     assert msg.startswith("budget exposed_comm_share<=0.2 failed: exposed_comm_share now 0.300")
-    quiet = Summary(summary({0: [step_row(1, comm_us=0.0)]}))
+    quiet = RunMetrics(summary({0: [step_row(1, comm_us=0.0)]}))
     assert overlap_failures(quiet, budgets_from_marker(mark))[0].startswith("no communication recorded")
 
 

@@ -1,8 +1,11 @@
-"""What `tracekit info` reports about a loaded TraceSet (pure data; the CLI formats it)."""
+"""What `tracekit info` reports about a loaded TraceSet: an Inventory (pure data; tracekit.reports.inventory
+formats it)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -11,7 +14,20 @@ from ..model.events import EventKind as K
 from ..model.traceset import TraceSet
 
 
-def describe(ts: TraceSet, rules: RuleSet | None = None) -> dict:
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Per rank: source, device, event counts by kind, steps, device streams, communication by rule and by
+    op@group, process groups, the trace-format generation, warnings; ``to_dict()`` is `tracekit info --format json`."""
+
+    world_size: int
+    ranks: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"world_size": self.world_size, "ranks": list(self.ranks), "warnings": list(self.warnings)}
+
+
+def describe(ts: TraceSet, rules: RuleSet | None = None) -> Inventory:
     rules = rules or RuleSet()
     ranks = []
     for rank, t in ts:
@@ -37,4 +53,4 @@ def describe(ts: TraceSet, rules: RuleSet | None = None) -> dict:
             "collectives": dict(ops), "process_groups": [pg.to_dict() for pg in info.process_groups],
             "generation": dict(info.generation), "span_ns": span, "warnings": list(info.warnings),
         })
-    return {"world_size": ts.metadata.world_size, "ranks": ranks, "warnings": list(ts.metadata.warnings)}
+    return Inventory(ts.metadata.world_size, tuple(ranks), tuple(ts.metadata.warnings))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..model.activation import ActivationMemoryResult
-from .memory_model import ActivationModel, MemoryConfig, activation_model
+from .memory_bom import SavedTensorSpec, bill_of_materials
+from .memory_model import ActivationModel, MemoryConfig, ModelTerm, activation_model, embedding_output_terms
 
 # The deltas between what torch saves and the paper's count, for the notes of every report.
 KNOWN_DELTAS = (
@@ -54,3 +56,29 @@ def compare_activation_memory(results: Iterable[ActivationMemoryResult], config:
     rows = [LayerComparison(r.rank, layer.layer, layer.measured_bytes, model.total_bytes, label)
             for r in results for layer in r.layers]
     return ActivationComparison(tuple(sorted(rows, key=lambda x: (x.rank or 0, x.layer))), model)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEstimate:
+    """`tracekit memory model`: one rank's per-layer model, the layer count, the embedding/output terms (counted
+    once) and, when asked for, every saved tensor (the bill of materials)."""
+
+    model: ActivationModel
+    layers: int
+    extra_terms: tuple[ModelTerm, ...] = ()
+    tensors: tuple[SavedTensorSpec, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model.total_bytes * self.layers + sum(t.bytes for t in self.extra_terms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model.to_dict(), "layers": self.layers,
+                "embedding_output_terms": [t.to_dict() for t in self.extra_terms], "total_bytes": self.total_bytes,
+                "tensors": [t.to_dict() for t in self.tensors]}
+
+
+def estimate_memory(config: MemoryConfig, layers: int = 1, vocab: int = 0, tensors: bool = False) -> ModelEstimate:
+    """The model of ``config`` for ``layers`` layers, plus the embedding/output terms when ``vocab`` is given."""
+    return ModelEstimate(activation_model(config), layers, embedding_output_terms(config, vocab) if vocab else (),
+                         bill_of_materials(config) if tensors else ())

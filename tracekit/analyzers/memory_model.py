@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..errors import ConfigError
+from ..model.dtypes import SHORT_BYTES
 from ..model.layout import CpKind, LayoutError, ParallelLayout
 
 RECOMPUTE = ("none", "selective", "full")
 CP_KINDS = tuple(k.value for k in CpKind)
 ATTENTION = ("standard", "fused")
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+DTYPE_BYTES = SHORT_BYTES  # --dtype -> bytes per activation element (tracekit.model.dtypes)
 _WHERE = "activation model"
 
 

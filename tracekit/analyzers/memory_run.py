@@ -12,18 +12,18 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ..errors import ConfigError, TracekitError
 from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
+from ..model.dtypes import SHORT_BY_MANIFEST_NAME
 from ..model.layout import CpKind, LayoutError, ParallelLayout
 from ..model.traceset import TraceSet
 from .memory import ActivationComparison, compare_activation_memory
 from .memory_model import DTYPE_BYTES, MemoryConfig
 
 ACTIVATION_FILE = re.compile(r"^activation_r(\d+)\.json$")
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-           "float8": "fp8"}
 
 
 def activation_files(traces: TraceSet) -> list[str]:
@@ -72,7 +72,7 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
         return None
     layout = _layout(model, manifest.get("layout") if isinstance(manifest.get("layout"), Mapping) else {})
     dtype = str(model.get("dtype", "bf16")).removeprefix("torch.")
-    dtype = _DTYPES.get(dtype, dtype)
+    dtype = SHORT_BY_MANIFEST_NAME.get(dtype, dtype)
     dropout = model.get("dropout", True)
     extra = {k: model[k] for k in ("recompute", "attention", "mask_bytes", "layernorm_stat_bytes") if k in model}
     return MemoryConfig.from_layout(layout, int(model["seq"]), int(model["batch"]), int(model["hidden"]),
@@ -131,3 +131,26 @@ def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationCompar
     if not results:
         return None, tuple(warnings)
     return compare_activation_memory(results, config), tuple(warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationOptions:
+    """The activation-memory analyzer takes no options: it reads what the run directory holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationRun:
+    comparison: ActivationComparison | None  # None when the run recorded no activation memory
+    warnings: tuple[str, ...] = ()
+
+
+class ActivationMemoryAnalyzer:
+    """Measured saved-for-backward bytes per layer (``activation_r{rank}.json`` beside the traces) against the
+    model configured from ``run.json``."""
+
+    name: ClassVar[str] = "activation_memory"
+    Options: ClassVar[type] = ActivationOptions
+
+    def run(self, traces: TraceSet, options: ActivationOptions = ActivationOptions()) -> ActivationRun:
+        comparison, warnings = activation_from_run(traces)
+        return ActivationRun(comparison, warnings)

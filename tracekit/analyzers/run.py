@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -40,7 +40,7 @@ class CommResult:
         return next(r for r in self.ranks if r.rank == rank)
 
     def to_dict(self) -> dict:
-        from .summary import comm_sections
+        from .summary_schema import comm_sections
 
         return comm_sections(self)
 
@@ -96,7 +96,7 @@ def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Summary:
+class Analysis:
     """What ``tracekit.analyze`` returns: the analyzers' results and the run; ``to_dict()`` is the
     ``tracekit.summary/1`` JSON contract (docs/summary-schema.md)."""
 
@@ -105,7 +105,7 @@ class Summary:
     activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
 
     def to_dict(self) -> dict:
-        from .summary import build_summary
+        from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
         if self.activation is not None:
@@ -115,14 +115,14 @@ class Summary:
     def timeline(self) -> dict:
         """The ``tracekit.timeline/1`` record (one representative step per rank; docs/report-inputs.md). Not part
         of ``to_dict()``: it grows with the number of kernels of a step."""
-        from .timeline import build_timeline
+        from .timeline_record import build_timeline
 
         return build_timeline(self.traces, self.comm.ranks)
 
     def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
         """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,
         category], ...] and its collectives as {"dimension", "start_us", "dur_us"}, in the trace's time base."""
-        from .timeline import comm_pieces, pieces_us, us
+        from .timeline_record import comm_pieces, pieces_us, us
 
         info = self.traces.info(rank)
         hidden, exposed = comm_pieces(self.traces.table(rank), info)
@@ -132,17 +132,3 @@ class Summary:
         cols = [{"dimension": d or "unknown", "start_us": us(s - base), "dur_us": (e - s) / 1e3}
                 for d, s, e in zip(inst["dimension"][m], inst["start_ns"][m].tolist(), inst["end_ns"][m].tolist())]
         return pieces_us([("hidden", hidden), ("exposed", exposed)], base), cols
-
-
-def analyze(traces: TraceSet, **options) -> Summary:
-    """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``. Activation memory is
-    compared with the model when the run directory holds ``activation_r{rank}.json`` and ``run.json`` gives the
-    model's dimensions (tracekit.analyzers.memory_run)."""
-    from .memory_run import activation_from_run
-
-    opts = CommOptions(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items()})
-    comm = CommAnalyzer().run(traces, opts)
-    activation, warnings = activation_from_run(traces)
-    if warnings:
-        comm = replace(comm, warnings=comm.warnings + warnings)
-    return Summary(traces, comm, activation)

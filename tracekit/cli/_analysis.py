@@ -21,7 +21,7 @@ def analysis_options(f):
 
 
 def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None, **load_kw):
-    """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Summary object (``to_dict()``, ``timeline()``,
+    """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
     from ..loader.io import load

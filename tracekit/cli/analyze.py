@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import click
 
 from ._analysis import analysis_from_traces, analysis_options
+from .output import text
 
 
-def _write(text: str, out: str | None) -> None:
+def _write(data: str, out: str | None) -> None:
     if out:
         with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
+            f.write(data)
     else:
-        click.echo(text, nl=False)
+        click.echo(data, nl=False)
 
 
 @click.command()
@@ -31,11 +31,9 @@ def analyze(path, fmt, out, timeline_out, width, **analysis):
     result = analysis_from_traces(path, **analysis)
     summary = result.to_dict()
     if timeline_out:
-        with open(timeline_out, "w", encoding="utf-8") as f:
-            json.dump(result.timeline(), f)
+        with open(timeline_out, "w", encoding="utf-8") as f:  # opened first: an analysis error leaves it empty
+            f.write(text(result.timeline(), "json", indent=None, newline=False))
     if fmt == "json":
-        _write(json.dumps(summary, indent=2) + "\n", out)
+        _write(text(summary, "json", indent=2), out)
         return
-    from ..reports.terminal import render_text
-
-    _write(render_text(summary, width=width or (160 if out else shutil.get_terminal_size().columns)), out)
+    _write(text(summary, "table", width=width or (160 if out else shutil.get_terminal_size().columns)), out)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError
-from ..reports.perfetto import annotate_trace, read_trace, tracks_from_intervals, write_trace
+from ..reports.perfetto import TraceAnnotation, read_trace, tracks_from_intervals
 from ._analysis import analysis_from_traces, analysis_options, read_json
+from .output import write
 
 
 def tracks_from_analysis(result, rank: int | None) -> dict:
@@ -33,6 +34,6 @@ def annotate(trace, out, rank, tracks_path, **analysis) -> None:
         tracks = read_json(tracks_path, "tracks")
     else:
         tracks = tracks_from_analysis(analysis_from_traces([trace], **analysis), rank)
-    written = write_trace(annotate_trace(read_trace(trace), tracks), out)
+    written = write(TraceAnnotation(read_trace(trace), tracks), "perfetto", out).path
     n = sum(len(v) for v in tracks.values())
     click.echo(f"wrote {written} ({len(tracks)} tracks, {n} intervals)", err=True)

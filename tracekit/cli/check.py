@@ -33,10 +33,8 @@ _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the d
 def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_us, min_delta_ratio,
           junit_path, markdown_path, json_path, quiet):
     """Check the run at PATH (trace directory or summary JSON) against a baseline and budgets."""
-    import json
-    from pathlib import Path
-
     from .. import gate
+    from .output import emit, write
 
     if not baseline_path and not budgets:
         raise ConfigError("check: nothing to check; give --baseline FILE and/or --budget EXPR")
@@ -50,14 +48,8 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
     report = gate.run_gate(current, baseline, parsed, opts)
     for note in report.notes:
         click.echo(f"note: {printable(note)}", err=True)
-    for c in report.checks:
-        if not (quiet and c.passed):
-            click.echo(f"{'ok  ' if c.passed else 'FAIL'}  {printable(c.message)}")
-    click.echo(printable(report.headline()))
-    if junit_path:
-        gate.write_junit(report, junit_path)
-    if markdown_path:
-        gate.write_markdown(report, markdown_path)
-    if json_path:
-        Path(json_path).write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    emit(report, "text", quiet=quiet)
+    for fmt, out in (("junit", junit_path), ("markdown", markdown_path), ("json", json_path)):
+        if out:
+            write(report, fmt, out, indent=1)
     ctx.exit(0 if report.passed else 1)

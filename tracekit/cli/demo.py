@@ -3,7 +3,6 @@ CPU (gloo), its traces, the analysis, the JSON summary and the HTML report."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -20,9 +19,9 @@ def demo(out_dir, workload, tp, cp, steps, overlap):
     """Run, profile, analyse and report a real multi-process workload on CPU."""
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
-    from ..reports import get_reporter
-    from ..reports.terminal import render_text
+    from ..formats import units
     from ._analysis import analysis_from_traces
+    from .output import text, write
 
     out = Path(out_dir)
     traces = out / "traces"
@@ -35,11 +34,11 @@ def demo(out_dir, workload, tp, cp, steps, overlap):
     click.echo(f"traces: {len(result.trace_paths)} rank traces and run.json in {traces}")
     analysis = analysis_from_traces([str(traces)], executor="serial")
     summary = analysis.to_dict()
-    click.echo(render_text(summary))
+    click.echo(text(summary, "table"))
     summary_path = out / "summary.json"
-    summary_path.write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    write(summary, "json", summary_path, indent=1, newline=False)
     html = out / "report.html"
-    done = get_reporter("html", str(html)).render(summary, str(html), timeline=analysis.timeline(), verdict=None)
+    done = write(summary, "html", html, timeline=analysis.timeline(), verdict=None)
     for note in done.notes:
         click.echo(f"tracekit: note: {note}", err=True)
-    click.echo(f"\nsummary: {summary_path}\nreport:  {html} ({done.size_bytes / 2**20:.1f} MiB, opens offline)")
+    click.echo(f"\nsummary: {summary_path}\nreport:  {html} ({units.mib(done.size_bytes)}, opens offline)")

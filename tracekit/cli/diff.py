@@ -12,12 +12,7 @@ import click
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(a, b, top, fmt):
     """Compare run A (before) with run B (after); each is a trace directory or a summary JSON."""
-    import json
-
     from .. import gate
-    from ..gate.diff import render_text
-    from ..reports.safe_text import printable
+    from .output import emit
 
-    result = gate.diff(gate.load_summary(a), gate.load_summary(b), top=top)
-    text = json.dumps(result.to_dict(), indent=1) if fmt == "json" else printable(render_text(result), multiline=True)
-    click.echo(text, nl=fmt == "json")
+    emit(gate.diff(gate.load_summary(a), gate.load_summary(b), top=top), fmt, indent=1)

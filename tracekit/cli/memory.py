@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from ..analyzers.memory_bom import bill_of_materials
-from ..analyzers.memory_model import (
-    ATTENTION,
-    CP_KINDS,
-    DTYPE_BYTES,
-    RECOMPUTE,
-    MemoryConfig,
-    activation_model,
-    embedding_output_terms,
-)
+from ..analyzers.memory import estimate_memory
+from ..analyzers.memory_model import ATTENTION, CP_KINDS, DTYPE_BYTES, RECOMPUTE, MemoryConfig
+from .output import emit
 
 
 @click.group("memory")
@@ -49,40 +40,4 @@ def model(seq, batch, hidden, heads, tp, cp, cp_kind, sp, recompute, attention, 
     cfg = MemoryConfig(seq, batch, hidden, heads, tp=tp, cp=cp, sp=sp, cp_kind=cp_kind, recompute=recompute,
                        attention=attention, bytes_per_element=DTYPE_BYTES[dtype], dropout=not no_dropout,
                        layernorm_stat_bytes=ln_stats_bytes)
-    result = activation_model(cfg)
-    extra = embedding_output_terms(cfg, vocab) if vocab else ()
-    bom = bill_of_materials(cfg) if tensors else ()
-    total = result.total_bytes * layers + sum(t.bytes for t in extra)
-    if fmt == "json":
-        doc = {"model": result.to_dict(), "layers": layers, "embedding_output_terms": [t.to_dict() for t in extra],
-               "total_bytes": total, "tensors": [t.to_dict() for t in bom]}
-        click.echo(json.dumps(doc, indent=2))
-        return
-    _print_table(result, extra, bom, layers, total)
-
-
-def _print_table(result, extra, bom, layers, total) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=f"activation memory per layer, one rank — {result.name}: {result.formula}")
-    for col, justify in (("term", "left"), ("block", "left"), ("divided by", "left"), ("bytes", "right"),
-                         ("MiB", "right")):
-        table.add_column(col, justify=justify)
-    rows = [(t.name, t.block, t.divided_by, t.bytes) for t in result.terms]
-    if result.layernorm_stats_bytes:
-        rows.append(("LayerNorm mean/rstd (not in the paper)", "layernorm", "", result.layernorm_stats_bytes))
-    rows.append(("layer total", "", "", result.total_bytes))
-    rows += [(f"{t.name} (once)", t.block, t.divided_by, t.bytes) for t in extra]
-    for name, block, div, nbytes in rows:
-        table.add_row(name, block, div, f"{nbytes:,}", f"{nbytes / 2**20:,.2f}")
-    console = Console()
-    console.print(table)
-    if bom:
-        tens = Table(title="saved tensors (bill of materials)")
-        for col in ("tensor", "saved by", "shape", "bytes/elt", "bytes"):
-            tens.add_column(col)
-        for t in bom:
-            tens.add_row(t.name, t.op, "×".join(map(str, t.shape)), str(t.element_bytes), f"{t.bytes:,}")
-        console.print(tens)
-    console.print(f"total for {layers} layer(s){' + embedding/output' if extra else ''}: {total:,} bytes "
-                  f"({total / 2**30:,.3f} GiB)")
+    emit(estimate_memory(cfg, layers, vocab, tensors), fmt, indent=2)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError
+from ..formats import units
 from ..reports import get_reporter
+from ..reports.base import check_summary
 from ..reports.safe_text import printable
-from ..reports.timeline import DEFAULT_MAX_EVENTS
+from ..reports.timeline_drawing import DEFAULT_MAX_EVENTS
 from ._analysis import analysis_from_traces, analysis_options
 
 
@@ -40,8 +42,10 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
         summary = result.to_dict()
         timeline = timeline if timeline is not None else result.timeline()
     verdict = read_verdict(verdict_path) if verdict_path else None
-    done = get_reporter(fmt, out).render(summary, out, timeline=timeline, verdict=verdict,
-                                         max_timeline_events=max_timeline_events)
+    reporter = get_reporter(fmt, out)
+    check_summary(summary)  # a report file holds a tracekit.summary/1, whichever the format
+    done = reporter.render(summary, out, timeline=timeline, verdict=verdict, max_timeline_events=max_timeline_events,
+                           sort_keys=True, allow_nan=False)
     for note in done.notes:
         click.echo(f"tracekit: note: {printable(note)}", err=True)
-    click.echo(f"wrote {done.path} ({done.size_bytes / 2**20:.1f} MiB)", err=True)
+    click.echo(f"wrote {done.path} ({units.mib(done.size_bytes)})", err=True)

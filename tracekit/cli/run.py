@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..collectors.workloads.config import DTYPES, WorkloadConfig
+from .output import emit
 
 
 @click.command()
@@ -51,7 +52,7 @@ def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap,
     for path in paths:
         click.echo(f"  {path}")
     click.echo(f"manifest: {result.manifest_path}")
-    click.echo(summary(result, cfg))
+    emit(digest(result), "text")
 
 
 def _wait_for_traces(out_dir: Path, world: int, timeout_s: float = 300.0) -> list[Path]:
@@ -68,55 +69,13 @@ def _wait_for_traces(out_dir: Path, world: int, timeout_s: float = 300.0) -> lis
     return [p for p in want if p.exists()]
 
 
-def summary(result, cfg) -> str:
-    """One screen: the loss, the collectives issued per step by dimension, the profiler's overhead, and the
-    analyzer's verdict when the analyzers are installed."""
-    steps = len(result.losses)
-    lines = [f"loss: first {result.losses[0]:.4f}, last {result.losses[-1]:.4f} over {steps} steps", "",
-             f"{'dimension':<10} {'op':<15} {'per step':>9} {'MiB/step':>9}   (rank 0)"]
-    for key, (count, nbytes) in sorted(result.comm_stats[0].items()):
-        desc, op = key.split("|")
-        lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} "
-                     f"{nbytes / steps / 2**20:>9.3f}")
-    over = result.overheads[0]
-    if over:
-        lines += ["", f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
-                      f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
-                      f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export"]
-    if result.activation_paths:
-        lines += ["", *activation_lines(result.out_dir)]
-    lines.append(_analysis(result))
-    return "\n".join(lines)
-
-
-def activation_lines(out_dir) -> list[str]:
-    """Measured saved bytes per layer against the model, rank by rank (the last step)."""
+def digest(result):
+    """What `tracekit run` shows about the run just recorded: the runner's result, the activation memory
+    against the model (when recorded) and the analysis of the traces."""
     from ..analyzers.memory_run import activation_from_dir
-
-    comparison, warnings = activation_from_dir(out_dir)
-    if comparison is None:
-        return [f"activation memory: {w}" for w in warnings] or ["activation memory: nothing recorded"]
-    model = comparison.model
-    lines = [f"activation memory per layer (model {model.name}: {model.formula}, paper {model.paper_bytes:,} B"
-             f" + LayerNorm statistics {model.layernorm_stats_bytes:,} B)",
-             f"{'rank':>4} {'layer':>5} {'measured B':>12} {'model B':>12} {'delta B':>9}"]
-    for row in comparison.layers:
-        lines.append(f"{row.rank if row.rank is not None else '-':>4} {row.layer:>5} {row.measured_bytes:>12,} "
-                     f"{row.model_bytes:>12,} {row.delta_bytes:>+9,}")
-    return lines + [f"activation memory: {w}" for w in warnings]
-
-
-def _analysis(result) -> str:
-    """The analyzer's headline for the run just recorded (the full view: `tracekit analyze OUT`)."""
-    from ..reports.view import fmt_ratio, fmt_us
+    from ..reports.workload import WorkloadDigest
     from ._analysis import analysis_from_traces
 
+    comparison, warnings = activation_from_dir(result.out_dir) if result.activation_paths else (None, ())
     summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
-    lines = ["", f"{'rank':<5} {'wall/step':>11} {'comm':>11} {'hidden':>11} {'exposed':>11} {'overlap':>8}"]
-    for r in summary["ranks"]:
-        t, n = r["totals"], max(len(r["steps"]), 1)
-        lines.append(f"{r['rank']:<5} {fmt_us(t['wall_us'] / n):>11} {fmt_us(t['comm_us'] / n):>11} "
-                     f"{fmt_us(t['hidden_comm_us'] / n):>11} {fmt_us(t['exposed_comm_us'] / n):>11} "
-                     f"{fmt_ratio(t['overlap_ratio']):>8}")
-    lines.append(f"(per step; details: tracekit analyze {result.out_dir})")
-    return "\n".join(lines)
+    return WorkloadDigest(result, summary, comparison, warnings, bool(result.activation_paths))

@@ -33,6 +33,12 @@ DEFAULT_MAX_DOCUMENT_BYTES = int(os.environ.get("TRACEKIT_MAX_DOCUMENT_BYTES") o
 _CHUNK = 4 * 2**20
 
 
+def family_major(schema: str) -> tuple[str, int]:
+    """``"tracekit.summary/1"`` -> ``("tracekit.summary", 1)``."""
+    family, _, major = schema.partition("/")
+    return family, int(major)
+
+
 def schema_accepted(value: object, family: str, major: int) -> bool:
     """The version policy, in one place: ``family/major`` itself or any minor revision ``family/major.x``."""
     if not isinstance(value, str) or not value.startswith(f"{family}/"):

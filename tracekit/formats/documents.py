@@ -12,12 +12,12 @@ from msgspec import UNSET, UnsetType
 
 from ..errors import ConfigError
 from . import core
+from .contract import GATE_SCHEMA, TIMELINE_SCHEMA
 from .summary import Int, Num, Rank
 
-VERDICT_FAMILY, VERDICT_MAJOR = "tracekit.gate", 1
-TIMELINE_FAMILY, TIMELINE_MAJOR = "tracekit.timeline", 1
-VERDICT_SCHEMA = f"{VERDICT_FAMILY}/{VERDICT_MAJOR}"
-TIMELINE_SCHEMA = f"{TIMELINE_FAMILY}/{TIMELINE_MAJOR}"
+VERDICT_SCHEMA, TIMELINE_SCHEMA = GATE_SCHEMA, TIMELINE_SCHEMA
+VERDICT_FAMILY, VERDICT_MAJOR = core.family_major(VERDICT_SCHEMA)
+TIMELINE_FAMILY, TIMELINE_MAJOR = core.family_major(TIMELINE_SCHEMA)
 
 
 class _Doc(msgspec.Struct, kw_only=True):

@@ -16,10 +16,10 @@ from msgspec import UNSET, UnsetType
 
 from ..errors import SummaryFormatError, TracekitError
 from . import core
+from .contract import SUMMARY_SCHEMA
 
-FAMILY = "tracekit.summary"
-MAJOR = 1
-SCHEMA = f"{FAMILY}/{MAJOR}"
+SCHEMA = SUMMARY_SCHEMA
+FAMILY, MAJOR = core.family_major(SCHEMA)
 FIX = "write it with `tracekit baseline` or `tracekit analyze --format json`"
 
 # Bounds that no real run reaches: 10^18 µs is 31,000 years (absolute start times are epoch µs, ~1.7e15);

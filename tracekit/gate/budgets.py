@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from .result import CheckResult, fmt_stat, fmt_value
-from .summary import DIM_METRICS, RATIO_METRICS, RUN_METRICS, Scope, Summary
+from ..formats import units
+from .metrics import DIM_METRICS, RATIO_METRICS, RUN_METRICS, RunMetrics, Scope
+from .result import CheckResult
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 _OP_RE = re.compile(r"<=|>=|==|=<|=>|!=|<|>|=")
@@ -74,7 +75,7 @@ class Budget:
     def target(self, scope: Scope | None) -> str:
         return self.metric if scope is None else f"{scope.label}:{self.metric}"
 
-    def evaluate(self, summary: Summary) -> list[CheckResult]:
+    def evaluate(self, summary: RunMetrics) -> list[CheckResult]:
         """One CheckResult, or one per dimension/op when the scope has a ``*`` wildcard."""
         if self.scope is None or not self.scope.is_pattern:
             return [self._evaluate(summary, self.scope, self.expr)]
@@ -87,7 +88,7 @@ class Budget:
         return dict(kind="budget", name=name, metric=self.metric, limit=self.limit, op=self.op,
                     scope="" if scope is None else scope.label)
 
-    def _missing(self, summary: Summary, scope: Scope | None, name: str) -> CheckResult:
+    def _missing(self, summary: RunMetrics, scope: Scope | None, name: str) -> CheckResult:
         if scope is not None and not any(scope.matches(s.dimension, s.op) for s in summary.scopes()):
             have = ", ".join(s.label for s in summary.scopes()) or "none"
             why = f"{scope.label} is not in this run (dimension/op present: {have})"
@@ -95,20 +96,20 @@ class Budget:
             why = f"{self.target(scope)} has no value in this run"
         return CheckResult(passed=False, message=f"budget {name} failed: {why}", **self._common(scope, name))
 
-    def _evaluate(self, summary: Summary, scope: Scope | None, name: str) -> CheckResult:
+    def _evaluate(self, summary: RunMetrics, scope: Scope | None, name: str) -> CheckResult:
         stat = summary.stat(self.metric, scope)
         if stat is None:
             return self._missing(summary, scope, name)
         ok = _OPS[self.op](stat.median, self.limit)
-        now = fmt_stat(self.metric, stat)
+        now = units.metric_stat(self.metric, stat)
         if ok:
-            msg = f"budget {name}: now {now}, within {self.op} {fmt_value(self.metric, self.limit)}"
+            msg = f"budget {name}: now {now}, within {self.op} {units.metric_value(self.metric, self.limit)}"
         else:
             excess = stat.median - self.limit
-            rel = f" ({excess / self.limit * 100:+.1f}%)" if self.limit else ""
+            rel = f" ({units.signed_percent(excess / self.limit)})" if self.limit else ""
             side = "over" if self.op in ("<=", "<") else "under"
-            msg = (f"budget {name} failed: {self.target(scope)} now {now}, limit {self.op} "
-                   f"{fmt_value(self.metric, self.limit)}, {side} by {fmt_value(self.metric, abs(excess))}{rel}")
+            limit, by = units.metric_value(self.metric, self.limit), units.metric_value(self.metric, abs(excess))
+            msg = f"budget {name} failed: {self.target(scope)} now {now}, limit {self.op} {limit}, {side} by {by}{rel}"
         return CheckResult(passed=ok, message=msg, current=stat, **self._common(scope, name))
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import IncomparableRunsError
+from ..formats import units
 from .budgets import Budget, parse_target
-from .result import CheckResult, GateReport, fmt_change, fmt_stat, fmt_value
+from .metrics import LOWER_IS_WORSE, RATIO_METRICS, RunMetrics, Scope
+from .result import CheckResult, GateReport
 from .stats import Stat
-from .summary import LOWER_IS_WORSE, RATIO_METRICS, Scope, Summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ def _show(key: str, value) -> str:
     return str(value)
 
 
-def ensure_comparable(baseline: Summary, current: Summary) -> list[str]:
+def ensure_comparable(baseline: RunMetrics, current: RunMetrics) -> list[str]:
     """Raise IncomparableRunsError when the runs differ in world size, layout, workload or device type.
     Returns notes for fields only one side records (compared anyway)."""
     b, c = baseline.identity(), current.identity()
@@ -86,12 +87,12 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
     if b is None and c is None:
         return None
     if c is None:
-        return CheckResult(passed=True, message=f"{where}: baseline {fmt_stat(spec_metric, b)}, "
+        return CheckResult(passed=True, message=f"{where}: baseline {units.metric_stat(spec_metric, b)}, "
                            "no value in this run", **common)
     lower_worse = spec_metric in LOWER_IS_WORSE
     base = 0.0 if b is None else b.median
     if b is None and (lower_worse or spec_metric in RATIO_METRICS):
-        return CheckResult(passed=True, message=f"{where}: now {fmt_stat(spec_metric, c)}, "
+        return CheckResult(passed=True, message=f"{where}: now {units.metric_stat(spec_metric, c)}, "
                            "not in the baseline", **common)
     delta = c.median - base
     change = delta / abs(base) if base else None
@@ -99,18 +100,18 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
     floor = opts.floor(spec_metric)
     failed = worse and abs(delta) > floor and (change is None or abs(change) > opts.max_regression)
     allowed = f"{'-' if lower_worse else '+'}{opts.max_regression * 100:.1f}%"
-    text = (f"baseline {fmt_stat(spec_metric, b) if b is not None else 'absent'}, "
-            f"now {fmt_stat(spec_metric, c)}, {fmt_change(change) if b is None or base else 'up from 0'}")
+    text = (f"baseline {units.metric_stat(spec_metric, b) if b is not None else 'absent'}, "
+            f"now {units.metric_stat(spec_metric, c)}, {units.change(change) if b is None or base else 'up from 0'}")
     if failed:
         msg = f"{where} regressed: {text} (allowed {allowed})"
     elif worse and abs(delta) <= floor and (change is None or abs(change) > opts.max_regression):
-        msg = f"{where}: {text}, within the {fmt_value(spec_metric, floor)} absolute floor"
+        msg = f"{where}: {text}, within the {units.metric_value(spec_metric, floor)} absolute floor"
     else:
         msg = f"{where}: {text}"
     return CheckResult(passed=not failed, message=msg, change=change, **common)
 
 
-def compare(baseline: Summary, current: Summary, opts: GateOptions = GateOptions()) -> list[CheckResult]:
+def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateOptions()) -> list[CheckResult]:
     """One regression check per metric spec (patterns expanded over the dimensions/ops of both runs)."""
     present = sorted(set(baseline.scopes()) | set(current.scopes()), key=lambda s: (s.dimension, s.op))
     checks = []
@@ -124,7 +125,7 @@ def compare(baseline: Summary, current: Summary, opts: GateOptions = GateOptions
     return checks
 
 
-def run_gate(current: Summary, baseline: Summary | None = None, budgets: tuple[Budget, ...] = (),
+def run_gate(current: RunMetrics, baseline: RunMetrics | None = None, budgets: tuple[Budget, ...] = (),
              opts: GateOptions = GateOptions()) -> GateReport:
     """The whole gate: comparability, regressions against the baseline (if any), then every budget."""
     notes: list[str] = []

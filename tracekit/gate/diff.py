@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats import units
+from ..formats.contract import DIFF_SCHEMA
+from .metrics import RunMetrics, Scope
 from .stats import stat_over_ranks
-from .summary import Scope, Summary
 
 _ROW_METRICS = ("count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us")
 _SITE_FIELDS = {"bytes": "bytes", "comm_us": "dur_us", "hidden_comm_us": "hidden_us",
@@ -63,28 +65,28 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     less_overlap = cb * (ov_a - ov_b)
     reasons: list[tuple[float, str]] = []
     if less_overlap > floor_us:
-        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{less_overlap:.1f} µs"))
+        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{units.micros(less_overlap)}"))
     if a.get("wait_us") is not None and b.get("wait_us") is not None:
         w = (_num(b["wait_us"]) - _num(a["wait_us"])) * (1 - ov_a)
         if w > floor_us:
             reasons.append((w, f"more waiting for peers (wait {_num(a['wait_us']):.1f}→{_num(b['wait_us']):.1f} µs)"
-                               f": +{w:.1f} µs"))
+                               f": +{units.micros(w)}"))
     t = None
     if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
         t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
     ba, bb = _num(a.get("bytes")), _num(b.get("bytes"))
     grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if bb > ba * 1.01 else ""
     if t is not None and t > floor_us:
-        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{t:.1f} µs"))
+        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{units.micros(t)}"))
     elif t is None and more_comm > floor_us:
-        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{more_comm:.1f} µs"))
+        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{units.micros(more_comm)}"))
     elif grew:
         reasons.append((0.0, f"more bytes ({grew})"))
     return DiffRow(label, dict(a), dict(b), more_comm, less_overlap,
                    tuple(text for _, text in sorted(reasons, key=lambda r: -r[0])))
 
 
-def _scope_values(s: Summary, scope: Scope) -> dict[str, float | None]:
+def _scope_values(s: RunMetrics, scope: Scope) -> dict[str, float | None]:
     out = {}
     for m in _ROW_METRICS:
         st = s.stat(m, scope)
@@ -92,7 +94,7 @@ def _scope_values(s: Summary, scope: Scope) -> dict[str, float | None]:
     return out
 
 
-def _site_values(s: Summary) -> dict[tuple, dict[str, float | None]]:
+def _site_values(s: RunMetrics) -> dict[tuple, dict[str, float | None]]:
     """Call sites: the k-th collective of a process group and op within a step, medians over steps/ranks."""
     per_step: dict[tuple, list[Mapping]] = defaultdict(list)
     for c in s.collectives:
@@ -119,12 +121,12 @@ class DiffResult:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": "tracekit.diff/1", "a": self.a_source, "b": self.b_source, "notes": list(self.notes),
+        return {"schema": DIFF_SCHEMA, "a": self.a_source, "b": self.b_source, "notes": list(self.notes),
                 "by_dimension": [r.to_dict() for r in self.by_dimension],
                 "by_call_site": [r.to_dict() for r in self.by_call_site]}
 
 
-def diff(a: Summary, b: Summary, top: int = 10, floor_us: float = 1.0) -> DiffResult:
+def diff(a: RunMetrics, b: RunMetrics, top: int = 10, floor_us: float = 1.0) -> DiffResult:
     """Rows for every dimension/op of either run and the ``top`` call sites whose exposed time changed most."""
     scopes = sorted(set(a.scopes()) | set(b.scopes()), key=lambda s: (s.dimension, s.op))
     rows = [explain(s.label, _scope_values(a, s), _scope_values(b, s), floor_us) for s in scopes]
@@ -139,34 +141,6 @@ def diff(a: Summary, b: Summary, top: int = 10, floor_us: float = 1.0) -> DiffRe
     return DiffResult(a.source, b.source, tuple(rows), tuple(sites[:top]), notes)
 
 
-def _median(s: Summary, metric: str) -> float | None:
+def _median(s: RunMetrics, metric: str) -> float | None:
     st = s.run_stat(metric)
     return None if st is None else st.median
-
-
-def _pair(a: float | None, b: float | None, unit: str = "", digits: int = 1) -> str:
-    fa = "-" if a is None else f"{a:.{digits}f}"
-    fb = "-" if b is None else f"{b:.{digits}f}"
-    return f"{fa}→{fb}{unit}"
-
-
-def _ov(row: Mapping[str, float | None]) -> float | None:
-    c, e = row.get("comm_us"), row.get("exposed_comm_us")
-    return None if not c or e is None else 1 - e / c
-
-
-def render_text(result: DiffResult) -> str:
-    """Plain-text tables: one line per dimension/op, then the call sites that changed most."""
-    lines = [f"A: {result.a_source}", f"B: {result.b_source}"] + [f"note: {n}" for n in result.notes]
-    header = f"{'':<40} {'exposed µs A→B':>22} {'Δ µs':>9} {'overlap':>11} {'comm µs A→B':>22} {'wait µs A→B':>20}"
-    for title, rows in (("per dimension/op (medians over steps)", result.by_dimension),
-                        ("per call site (largest changes)", result.by_call_site)):
-        lines += ["", title, header]
-        for r in rows:
-            lines.append(f"{r.label[:40]:<40} {_pair(r.a.get('exposed_comm_us'), r.b.get('exposed_comm_us')):>22} "
-                         f"{r.exposed_delta_us:>+9.1f} {_pair(_ov(r.a), _ov(r.b), digits=2):>11} "
-                         f"{_pair(r.a.get('comm_us'), r.b.get('comm_us')):>22} "
-                         f"{_pair(r.a.get('wait_us'), r.b.get('wait_us')):>20}")
-            if r.reasons:
-                lines.append(f"{'':<4}why: " + "; ".join(r.reasons))
-    return "\n".join(lines) + "\n"

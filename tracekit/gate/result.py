@@ -1,38 +1,12 @@
-"""Results of the gate: one CheckResult per check, a GateReport for the whole run; value formatting."""
+"""Results of the gate: one CheckResult per check, a GateReport for the whole run (formatting: tracekit.reports)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats.contract import GATE_SCHEMA
 from .stats import Stat
-
-
-def fmt_value(metric: str, value: float | None) -> str:
-    """A metric's value with its unit, as the one-line messages show it."""
-    if value is None:
-        return "n/a"
-    if metric.endswith("_us"):
-        return f"{value:.1f} µs"
-    if metric == "busbw_gbps":
-        return f"{value:.2f} GB/s"
-    if metric in ("bytes", "count"):
-        return f"{value:.0f}" + (" B" if metric == "bytes" else "")
-    return f"{value:.3f}"
-
-
-def fmt_stat(metric: str, stat: Stat | None) -> str:
-    """``125.0 µs (steps 120.0..130.0)``: the median and the spread of the per-step values."""
-    if stat is None:
-        return "n/a"
-    spread = stat.spread_text(lambda v: fmt_value(metric, v).split(" ")[0])
-    return f"{fmt_value(metric, stat.median)} ({spread})"
-
-
-def fmt_change(change: float | None) -> str:
-    if change is None:
-        return "new"
-    return f"{change * 100:+.1f}%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +57,6 @@ class GateReport:
             f", {f} failed" if f else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": "tracekit.gate/1", "passed": self.passed, "current": self.current_source,
+        return {"schema": GATE_SCHEMA, "passed": self.passed, "current": self.current_source,
                 "baseline": self.baseline_source, "run": dict(self.identity), "notes": list(self.notes),
                 "checks": [c.to_dict() for c in self.checks]}

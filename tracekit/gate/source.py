@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import SummaryFormatError
 from ..formats import core
 from ..formats.summary import read_summary_as_written
-from .summary import Summary
+from .metrics import RunMetrics
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
 _SNIFF_BYTES = 2**20
@@ -31,16 +31,17 @@ def summary_from_traces(path: Path) -> Mapping[str, Any]:
     return analyze(load(str(path))).to_dict()
 
 
-def load_summary(path: str | Path) -> Summary:
-    """A Summary from a summary JSON file, or from traces (analysed on the fly)."""
+def load_summary(path: str | Path) -> RunMetrics:
+    """A RunMetrics from a summary JSON file, or from traces (analysed on the fly)."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
-        return Summary(summary_from_traces(p), str(p))
-    return Summary(read_summary_as_written(p)[1], str(p))
+        return RunMetrics(summary_from_traces(p), str(p))
+    return RunMetrics(read_summary_as_written(p)[1], str(p))
 
 
-def write_summary(summary: Summary, path: str | Path) -> None:
+def write_summary(summary: RunMetrics, path: str | Path) -> None:
+    """The run's summary dict as a baseline file (one space of indent, keys in order, never a NaN token)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(core.dumps(summary.data, indent=1) + "\n", encoding="utf-8")

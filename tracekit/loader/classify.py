@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..model.dtypes import TRACE_BYTES
 from .files import read_limited
 from .patterns import Matcher, check_pattern, compile_pattern
 
@@ -95,12 +96,7 @@ def normalize_op(text: str | None) -> str:
     return ""
 
 
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
-    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complexfloat": 8,
-    "complexdouble": 16,
-}
+DTYPE_BYTES = TRACE_BYTES  # a trace's dtype spelling -> bytes per element (tracekit.model.dtypes)
 
 
 def dtype_bytes(dtype: str | None) -> int:

@@ -1,24 +1,58 @@
-"""Reporters: each takes a ``tracekit.summary/1`` dict and writes one file. Listed explicitly in REPORTERS."""
+"""The output layer: every output tracekit writes is a reporter, listed once in REPORTERS.
+
+A reporter renders one typed document to a text or binary stream (tracekit.reports.base); ``get_reporter``
+picks one by ``--format`` name or by the output file's suffix, among those that render the document's type.
+Units are formatted in one place (tracekit.formats.units). Reporter modules import their heavy libraries
+(rich, jinja2) only when they render.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigError
-from .base import Rendered, Reporter
+from .base import Rendered, Reporter, StreamReporter
+from .diff_text import DiffText
+from .gate_text import CheckText
 from .html import HtmlReporter
+from .inventory import InventoryTable
 from .json import JsonReporter
+from .junit import JUnitReporter
+from .markdown import MarkdownReporter
+from .memory import MemoryTable
+from .perfetto import PerfettoReporter
+from .terminal import SummaryTable
+from .workload import WorkloadText
 
-REPORTERS: tuple[Reporter, ...] = (HtmlReporter(), JsonReporter())
+# document rendered                                    format      reporter
+REPORTERS: tuple[Reporter, ...] = (
+    HtmlReporter(),       # tracekit.summary/1 dict  -> html     `report -o FILE.html`
+    JsonReporter(),       # anything with to_dict()  -> json     every --format json, summary/baseline/verdict files
+    SummaryTable(),       # tracekit.summary/1 dict  -> table    `analyze`, `demo`
+    InventoryTable(),     # analyzers.inventory.Inventory -> table  `info`
+    MemoryTable(),        # analyzers.memory.ModelEstimate -> table  `memory model`
+    CheckText(),          # gate.GateReport          -> text     `check`
+    JUnitReporter(),      # gate.GateReport          -> junit    `check --junit FILE`
+    MarkdownReporter(),   # gate.GateReport          -> markdown `check --markdown FILE`
+    DiffText(),           # gate.DiffResult          -> text     `diff`
+    WorkloadText(),       # reports.workload.WorkloadDigest -> text `run`
+    PerfettoReporter(),   # reports.perfetto.TraceAnnotation -> perfetto `annotate`
+)
 
 
-def get_reporter(format: str | None = None, out: Path | str | None = None) -> Reporter:
-    """The reporter for ``format`` ("html", "json"), or else for the suffix of ``out``."""
+def get_reporter(format: str | None = None, out: Path | str | None = None,
+                 document: type = Mapping) -> Reporter:
+    """The reporter of ``document`` (default: a ``tracekit.summary/1`` dict) named ``format`` ("html",
+    "json", "table", ...), or else the one whose suffix ends ``out``."""
     for r in REPORTERS:
-        if (format and r.format == format) or (not format and out is not None and str(out).endswith(r.suffix)):
+        if not issubclass(document, r.document):
+            continue
+        if (format and r.format == format) or (not format and out is not None and r.suffix
+                                               and str(out).endswith(r.suffix)):
             return r
-    known = ", ".join(f"{r.format} ({r.suffix})" for r in REPORTERS)
+    known = ", ".join(f"{r.format} ({r.suffix})" for r in REPORTERS if r.suffix and issubclass(document, r.document))
     raise ConfigError(f"no reporter for format={format!r} out={str(out)!r}; known: {known}")
 
 
-__all__ = ["REPORTERS", "Rendered", "Reporter", "get_reporter"]
+__all__ = ["REPORTERS", "Rendered", "Reporter", "StreamReporter", "get_reporter"]

@@ -1,38 +1,104 @@
-"""The Reporter protocol: a reporter takes a ``tracekit.summary/1`` dict and writes one file."""
+"""The Reporter protocol: render one typed document to a text or a binary stream.
+
+A reporter names its ``format`` (what ``--format`` selects), the file ``suffix`` that selects it when no format
+is given, whether it writes bytes (``binary``) and the ``document`` type it renders. ``render(doc, out)``
+takes an open stream, or a path that it opens (creating the parent directory) in the right mode. It returns
+a Rendered: where it wrote, how much, and the notes a CLI repeats on stderr (downsampling, degraded input).
+Reporters only arrange and format what the document holds; they never measure.
+"""
 
 from __future__ import annotations
 
+import io
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, ClassVar, Protocol
 
 from ..errors import ConfigError
-from .view import SCHEMA
+from ..formats.contract import SUMMARY_SCHEMA
+
+Output = IO[Any] | Path | str
 
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """What a reporter wrote, and the notes a CLI should repeat on stderr (downsampling, degraded input)."""
+    """What a reporter wrote (``path`` None for a stream it was given), its size, and notes for stderr."""
 
-    path: Path
+    path: Path | None
     size_bytes: int
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
-        return {"path": str(self.path), "size_bytes": self.size_bytes, "notes": list(self.notes)}
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": None if self.path is None else str(self.path), "size_bytes": self.size_bytes,
+                "notes": list(self.notes)}
 
 
 class Reporter(Protocol):
-    format: str  # "html", "json", ...
-    suffix: str  # ".html", ".json", ...
+    @property
+    def format(self) -> str:
+        """What ``--format`` names: "table", "json", "html", ..."""
 
-    def render(self, summary: Mapping, out: Path, **opts: Any) -> Rendered:
-        """Write ``summary`` (and any format-specific inputs in ``opts``) to ``out``."""
+    @property
+    def suffix(self) -> str:
+        """The file-name ending that selects it (".html"), or "" when none does."""
+
+    @property
+    def binary(self) -> bool:
+        """Writes bytes, else text."""
+
+    @property
+    def document(self) -> type:
+        """The type of document it renders."""
+
+    def render(self, doc: Any, out: Output, **options: Any) -> Rendered:
+        """Write ``doc`` to the stream or file ``out``."""
         ...
 
 
-def check_summary(summary: Mapping) -> None:
-    if not isinstance(summary, Mapping) or summary.get("schema") != SCHEMA:
+class StreamReporter:
+    """The shared half of every reporter: ``render`` opens a path when given one; subclasses implement
+    ``write(doc, stream, **options) -> notes``."""
+
+    format: ClassVar[str] = ""
+    suffix: ClassVar[str] = ""
+    binary: ClassVar[bool] = False
+    document: ClassVar[type] = object
+
+    def check(self, doc: Any) -> None:
+        """Refuse a document this reporter cannot render (before anything is written)."""
+        if not isinstance(doc, self.document):
+            raise ConfigError(f"{self.format} reporter: cannot render a {type(doc).__name__}")
+
+    def write(self, doc: Any, stream: IO[Any], **options: Any) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def render(self, doc: Any, out: Output, **options: Any) -> Rendered:
+        self.check(doc)
+        if not isinstance(out, (str, os.PathLike)):
+            return Rendered(None, 0, self.write(doc, out, **options))
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self.binary:  # all of it first: nothing half-written on an error
+            data = io.BytesIO()
+            notes = self.write(doc, data, **options)
+            path.write_bytes(data.getvalue())
+        else:
+            text = io.StringIO()
+            notes = self.write(doc, text, **options)
+            path.write_text(text.getvalue(), encoding="utf-8")
+        return Rendered(path, path.stat().st_size, notes)
+
+    def text(self, doc: Any, **options: Any) -> str:
+        """The rendering of a text reporter as a string."""
+        buf = io.StringIO()
+        self.render(doc, buf, **options)
+        return buf.getvalue()
+
+
+def check_summary(summary: Any) -> None:
+    if not isinstance(summary, Mapping) or summary.get("schema") != SUMMARY_SCHEMA:
         got = summary.get("schema") if isinstance(summary, Mapping) else type(summary).__name__
-        raise ConfigError(f"summary: schema {got!r} is not {SCHEMA!r}; produce it with `tracekit analyze --format json`")
+        raise ConfigError(f"summary: schema {got!r} is not {SUMMARY_SCHEMA!r}; "
+                          "produce it with `tracekit analyze --format json`")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .view import fmt_bytes, fmt_ratio, fmt_us, top_exposed
+from ..formats import units
+from .view import top_exposed
 
 
 def _f(v) -> float:
@@ -25,8 +26,8 @@ def by_dimension(summary: Mapping) -> dict:
     worst = max(range(len(rows)), key=lambda i: (data["exposed_us"][i], -i))
     comm = _f(rows[worst].get("comm_us"))
     share = data["exposed_us"][worst] / comm if comm > 0 else None
-    data["reading"] = (f"{labels[worst]} exposes the most communication: {fmt_us(data['exposed_us'][worst])} "
-                       f"over all ranks ({fmt_ratio(share)} of its time is not hidden by compute).")
+    data["reading"] = (f"{labels[worst]} exposes the most communication: {units.duration(data['exposed_us'][worst])} "
+                       f"over all ranks ({units.percent(share)} of its time is not hidden by compute).")
     return data
 
 
@@ -45,7 +46,7 @@ def heatmap(summary: Mapping) -> dict:
     v, i, j = max(cells, key=lambda c: (c[0], -c[1], -c[2]))
     mean = sum(c[0] for c in cells) / len(cells)
     data["reading"] = (f"Rank {data['ranks'][i]} in step {steps[j]} has the most exposed communication "
-                       f"({fmt_us(v)}; the mean rank-step has {fmt_us(mean)}).")
+                       f"({units.duration(v)}; the mean rank-step has {units.duration(mean)}).")
     return data
 
 
@@ -63,10 +64,10 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
     c = rows[0]
     wait = c.get("wait_us")
     split = ("" if wait is None else
-             f"; {fmt_us(wait)} of it was waiting for a late peer and {fmt_us(c.get('transfer_us'))} transfer")
+             f"; {units.duration(wait)} of it was waiting for a late peer and {units.duration(c.get('transfer_us'))} transfer")
     data["reading"] = (f"The most exposed collective is {c.get('op', '')} on {c.get('dimension') or 'an unknown dimension'} "
-                       f"(rank {c.get('rank')}, step {c.get('step')}, {fmt_bytes(c.get('bytes'))}): "
-                       f"{fmt_us(c.get('exposed_us'))} exposed{split}.")
+                       f"(rank {c.get('rank')}, step {c.get('step')}, {units.size(c.get('bytes'))}): "
+                       f"{units.duration(c.get('exposed_us'))} exposed{split}.")
     return data
 
 
@@ -79,13 +80,13 @@ def stragglers(summary: Mapping) -> dict:
     if rows:
         w = max(rows, key=lambda r: _f(r.get("total_caused_wait_us")))
         data["reading"] = (f"Rank {w['rank']} arrived last in {w.get('last_arrivals')} of {w.get('instances')} "
-                           f"collectives and made its peers wait {fmt_us(w.get('total_caused_wait_us'))} in all.")
+                           f"collectives and made its peers wait {units.duration(w.get('total_caused_wait_us'))} in all.")
     else:
         data["reading"] = "No cross-rank matching: load more than one rank to see stragglers."
     if offs:
         o = max(offs, key=lambda o: abs(_f(o.get("offset_us"))))
-        data["offset_reading"] = (f"The largest estimated clock offset is rank {o['rank']}: {fmt_us(o.get('offset_us'))} "
-                                  f"± {fmt_us(o.get('spread_us'))} from {o.get('matched')} matched collectives.")
+        data["offset_reading"] = (f"The largest estimated clock offset is rank {o['rank']}: {units.duration(o.get('offset_us'))} "
+                                  f"± {units.duration(o.get('spread_us'))} from {o.get('matched')} matched collectives.")
     return data
 
 
@@ -100,7 +101,7 @@ def memory(summary: Mapping) -> dict | None:
              for x in layers if x.get("model_bytes")]
     if pairs:
         x, r = max(pairs, key=lambda p: abs(p[1] - 1.0))
-        data["reading"] = (f"Measured activation memory is within {abs(r - 1.0) * 100:.1f} % of the "
+        data["reading"] = (f"Measured activation memory is within {units.percent(abs(r - 1.0))} of the "
                            f"{x.get('model', '')} model on every layer (largest gap: rank {x.get('rank')}, "
                            f"layer {x.get('layer')}).")
     else:

@@ -11,20 +11,21 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-import jinja2
-
+from ..formats import units
+from ..formats.contract import CORE_STEP_KEYS
 from . import charts, view
-from .base import Rendered, check_summary
-from .timeline import DEFAULT_MAX_EVENTS, prepare
+from .base import StreamReporter, check_summary
+from .timeline_drawing import DEFAULT_MAX_EVENTS, Timeline, prepare
+from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
+
+if TYPE_CHECKING:
+    import jinja2
 
 TOP_COLLECTIVES = 25
 COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "name", "bytes", "dur_us", "exposed_us", "hidden_us",
                      "wait_us", "transfer_us", "busbw_gbps")
-DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
-                    "transfer_us", "busbw_gbps")
 
 
 @lru_cache(maxsize=1)
@@ -39,6 +40,8 @@ def _asset(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    import jinja2
+
     return jinja2.Environment(loader=jinja2.PackageLoader("tracekit.reports", "templates"),
                               autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
@@ -50,10 +53,10 @@ def json_for_script(data: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def downsample_note(tl) -> str | None:
+def downsample_note(tl: Timeline) -> str | None:
     if not tl.downsampled:
         return None
-    return (f"timeline downsampled: {tl.shown} of {tl.total} intervals drawn (gaps up to {tl.merge_gap_us:.1f} µs "
+    return (f"timeline downsampled: {tl.shown} of {tl.total} intervals drawn (gaps up to {units.micros(tl.merge_gap_us)} "
             f"merged); raise --max-timeline-events to draw more")
 
 
@@ -72,14 +75,13 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "the step waits for the network; hidden communication (blue) runs under compute (grey).")
     return {
         "summary": summary, "overview": view.overview(summary), "headline": view.headline(summary),
-        "rank_totals": view.rank_totals(summary), "step_keys": view.STEP_KEYS,
+        "rank_totals": view.rank_totals(summary), "step_keys": CORE_STEP_KEYS,
         "dimensions": view.table(summary, "by_dimension", DIMENSION_FIELDS), "dimension_fields": DIMENSION_FIELDS,
         "collectives": view.table(summary, "collectives", COLLECTIVE_FIELDS, view.top_exposed(summary, TOP_COLLECTIVES)),
         "collective_fields": COLLECTIVE_FIELDS,
-        "stragglers": view.table(summary, "stragglers", ("rank", "last_arrivals", "instances", "mean_lateness_us",
-                                                        "total_caused_wait_us")),
+        "stragglers": view.table(summary, "stragglers", STRAGGLER_FIELDS),
         "offsets": view.table(summary, "clock_offsets", ("rank", "offset_us", "spread_us", "matched")),
-        "unrecognised": view.table(summary, "unrecognised_kernels", ("name", "count", "total_us", "streams")),
+        "unrecognised": view.table(summary, "unrecognised_kernels", UNRECOGNISED_FIELDS),
         "memory": _memory_rows(summary),
         "warnings": list(summary.get("warnings") or []), "notes": notes, "verdict": view.verdict(verdict), "data": data,
         "data_json": json_for_script(data), "plotly_js": plotly_js(), "report_js": _asset("report.js"),
@@ -95,16 +97,19 @@ def _memory_rows(summary: Mapping) -> list[dict]:
             for i, x in enumerate(layers)]
 
 
-class HtmlReporter:
+class HtmlReporter(StreamReporter):
+    """`tracekit report -o report.html`: the summary as one self-contained page. Options: ``timeline`` (a
+    ``tracekit.timeline/1`` record), ``verdict`` (`tracekit check --json`), ``max_timeline_events``."""
+
     format = "html"
     suffix = ".html"
+    document = Mapping
 
-    def render(self, summary: Mapping, out: Path, *, timeline: Mapping | None = None, verdict: Mapping | None = None,
-               max_timeline_events: int = DEFAULT_MAX_EVENTS, **_: Any) -> Rendered:
-        check_summary(summary)
-        ctx = context(summary, timeline, verdict, max_timeline_events)
-        html = _env().get_template("report.html").render(**ctx)
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(html, encoding="utf-8")
-        return Rendered(out, out.stat().st_size, tuple(ctx["notes"]))
+    def check(self, doc: Any) -> None:
+        check_summary(doc)
+
+    def write(self, doc: Any, stream: IO[Any], *, timeline: Mapping | None = None, verdict: Mapping | None = None,
+              max_timeline_events: int = DEFAULT_MAX_EVENTS, **_: Any) -> tuple[str, ...]:
+        ctx = context(doc, timeline, verdict, max_timeline_events)
+        stream.write(_env().get_template("report.html").render(**ctx))
+        return tuple(ctx["notes"])

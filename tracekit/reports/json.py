@@ -1,22 +1,38 @@
-"""The JSON reporter: writes the summary as it is (sorted keys, no NaN), so a diff or a gate can read it."""
+"""The JSON reporter: any document that is a mapping or has ``to_dict()`` (a summary, the gate's verdict, a diff,
+`tracekit info`, the memory model, a timeline record), written as it is, so another tool can read it."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from .base import Rendered, check_summary
+from ..errors import ConfigError
+from .base import StreamReporter
 
 
-class JsonReporter:
+def as_json_data(doc: Any) -> Any:
+    if isinstance(doc, Mapping):
+        return doc
+    to_dict = getattr(doc, "to_dict", None)
+    if to_dict is None:
+        raise ConfigError(f"json reporter: a {type(doc).__name__} has no to_dict()")
+    return to_dict()
+
+
+class JsonReporter(StreamReporter):
+    """Options: ``indent`` (1; None for one line), ``sort_keys`` (False), ``allow_nan`` (True; False refuses
+    NaN), ``newline`` (True: end with a newline)."""
+
     format = "json"
     suffix = ".json"
+    document = object
 
-    def render(self, summary: Mapping, out: Path, **_: Any) -> Rendered:
-        check_summary(summary)
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-        return Rendered(out, out.stat().st_size)
+    def check(self, doc: Any) -> None:
+        as_json_data(doc)
+
+    def write(self, doc: Any, stream: IO[Any], *, indent: int | None = 1, sort_keys: bool = False,
+              allow_nan: bool = True, newline: bool = True, **_: Any) -> tuple[str, ...]:
+        text = json.dumps(as_json_data(doc), indent=indent, sort_keys=sort_keys, allow_nan=allow_nan)
+        stream.write(text + "\n" if newline else text)
+        return ()

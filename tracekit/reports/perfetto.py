@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from ..errors import ConfigError, TraceFormatError
+from .base import Output, Rendered, StreamReporter
 
 PROCESS_NAME = "tracekit"
 FIRST_PID = 0x7E5700  # far above real pids; moved up if taken
@@ -81,15 +85,48 @@ def read_trace(path: Path | str) -> dict:
     return trace
 
 
+@dataclass(frozen=True, slots=True)
+class TraceAnnotation:
+    """A rank's original trace and the tracks to add to it (track name -> [[start_us, end_us], ...])."""
+
+    trace: Mapping[str, Any]
+    tracks: Mapping[str, Sequence[Sequence[float]]]
+
+
+class PerfettoReporter(StreamReporter):
+    """`tracekit annotate`: the trace with tracekit's tracks, as compact JSON bytes; gzip-compressed when the
+    option ``compress`` is set (by default when the file name ends in ``.gz``)."""
+
+    format = "perfetto"
+    suffix = ".json.gz"
+    binary = True
+    document = TraceAnnotation
+
+    def write(self, doc: Any, stream: IO[Any], *, compress: bool = False, **_: Any) -> tuple[str, ...]:
+        data = json.dumps(annotate_trace(doc.trace, doc.tracks), separators=(",", ":"), allow_nan=False)
+        _write_json(data, stream, compress)
+        return ()
+
+    def render(self, doc: Any, out: Output, **options: Any) -> Rendered:
+        if isinstance(out, (str, os.PathLike)):
+            options.setdefault("compress", str(out).endswith(".gz"))
+        return StreamReporter.render(self, doc, out, **options)
+
+
+def _write_json(text: str, stream: IO[bytes], compress: bool) -> None:
+    if compress:
+        with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6) as f:
+            f.write(text.encode("utf-8"))
+    else:
+        stream.write(text.encode("utf-8"))
+
+
 def write_trace(trace: Mapping, out: Path | str) -> Path:
+    """``trace`` as it is (no tracks added) to ``out``; gzip-compressed when the name ends in ``.gz``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(trace, separators=(",", ":"), allow_nan=False)
-    if out.name.endswith(".gz"):
-        with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as f:
-            f.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
+    with out.open("wb") as f:
+        _write_json(json.dumps(trace, separators=(",", ":"), allow_nan=False), f, out.name.endswith(".gz"))
     return out
 
 

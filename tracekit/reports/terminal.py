@@ -5,29 +5,31 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
+from ..formats.contract import CORE_STEP_KEYS
 from . import view
-from .base import check_summary
+from .base import StreamReporter, check_summary
 from .safe_text import printable
+from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
 
-RANK_KEYS = (*view.STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
-DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
-                    "transfer_us", "busbw_gbps")
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+RANK_KEYS = (*CORE_STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
 COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "pg_desc", "seq", "name", "dur_us", "exposed_us", "wait_us",
                      "transfer_us", "busbw_gbps")
-STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
 OFFSET_FIELDS = ("rank", "offset_us", "spread_us", "matched", "method")
-UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
 MEMORY_FIELDS = ("rank", "layer", "measured_bytes", "model_bytes", "delta_bytes", "model")
 
 
 def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
     """The summary as plain text: headline, per-rank totals, by dimension and op, top exposed collectives,
     stragglers, clock offsets, unrecognised kernels, activation memory and warnings (empty sections left out)."""
+    from rich.console import Console
+    from rich.markup import escape
+
     check_summary(summary)
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system=None, highlight=False)
@@ -60,17 +62,35 @@ def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
     return printable(buf.getvalue(), multiline=True)  # a second guard: nothing from a trace drives the terminal
 
 
-def _section(con: Console, summary: Mapping, title: str, key: str, fields: Sequence[str], pick) -> None:
+class SummaryTable(StreamReporter):
+    """`tracekit analyze` (and `tracekit demo`): the summary as terminal tables; options ``width``, ``top``."""
+
+    format = "table"
+    document = Mapping
+
+    def check(self, doc: Any) -> None:
+        check_summary(doc)
+
+    def write(self, doc: Any, stream: IO[Any], *, width: int = 120, top: int = 10, **_: Any) -> tuple[str, ...]:
+        stream.write(render_text(doc, width=width, top=top))
+        return ()
+
+
+def _section(con: Console, summary: Mapping, title: str, key: str, fields: Sequence[str],
+             pick: list[int] | None) -> None:
     rows = view.table(summary, key, fields, pick)
     if rows:
         con.print(_table(title, list(fields), [[_text(c) for c in r["cells"]] for r in rows]))
 
 
-def _text(c) -> str:
+def _text(c: view.Figure | str) -> str:
     return c.text if isinstance(c, view.Figure) else c
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left")
     for h in headers:
         t.add_column(h.removesuffix("_us").replace("_", " "), overflow="fold")

@@ -8,13 +8,18 @@ path into the summary, or ``headline.<name>``) so a test can check it against th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA = "tracekit.summary/1"
-STEP_KEYS = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us", "overlap_ratio", "idle_us")
+from ..formats import units
+from ..formats.contract import CORE_STEP_KEYS, exposed_comm_share
+
+# The columns of the summary's tables that both the terminal and the HTML report show.
+DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
+                    "transfer_us", "busbw_gbps")
+STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
+UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,56 +35,8 @@ class Figure:
         return {"key": self.key, "label": self.label, "value": self.value, "text": self.text}
 
 
-def fmt_us(v: float | None) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    a = abs(v)
-    if a >= 1e6:
-        return f"{v / 1e6:.3f} s"
-    if a >= 1e3:
-        return f"{v / 1e3:.3f} ms"
-    return f"{v:.1f} µs"
-
-
-def fmt_ratio(v: float | None) -> str:
-    return "—" if v is None else f"{100.0 * v:.1f} %"
-
-
-def fmt_bytes(v: int | float | None) -> str:
-    if v is None:
-        return "—"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(v) >= scale:
-            return f"{v / scale:.2f} {unit}"
-    return f"{int(v)} B"
-
-
-def fmt_gbps(v: float | None) -> str:
-    return "—" if v is None else f"{v:.2f} GB/s"
-
-
-def fmt_count(v: int | float | None) -> str:
-    return "—" if v is None else f"{int(v)}"
-
-
-FORMATTERS = {"us": fmt_us, "ratio": fmt_ratio, "bytes": fmt_bytes, "gbps": fmt_gbps, "count": fmt_count}
-
-
-def unit_of(field: str) -> str:
-    if field.endswith("_us"):
-        return "us"
-    if field.endswith("ratio") or field.endswith("share"):
-        return "ratio"
-    if field.endswith("bytes") or field == "bytes":
-        return "bytes"
-    if field.endswith("gbps"):
-        return "gbps"
-    return "count"
-
-
 def figure(key: str, label: str, value: Any) -> Figure:
-    field = key.rsplit(".", 1)[-1]
-    return Figure(key, label, value, FORMATTERS[unit_of(field)](value))
+    return Figure(key, label, value, units.display(key.rsplit(".", 1)[-1], value))
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -94,11 +51,12 @@ def headline(summary: Mapping) -> list[Figure]:
     """
     ranks = summary.get("ranks", [])
     n_steps = sum(len(r.get("steps", [])) for r in ranks)
-    tot = {k: sum(float(r["totals"].get(k) or 0.0) for r in ranks) for k in STEP_KEYS}
+    tot = {k: sum(float(r["totals"].get(k) or 0.0) for r in ranks) for k in CORE_STEP_KEYS}
     step_us = tot["wall_us"] / n_steps if n_steps else None
     return [
         figure("headline.step_us", "step time (mean)", step_us),
-        figure("headline.exposed_share", "exposed communication / step", _ratio(tot["exposed_comm_us"], tot["wall_us"])),
+        figure("headline.exposed_share", "exposed communication / step",
+               exposed_comm_share(tot["exposed_comm_us"], tot["wall_us"])),
         figure("headline.overlap_ratio", "overlap ratio (hidden / comm)", _ratio(tot["hidden_comm_us"], tot["comm_us"])),
         figure("headline.comm_us", "communication per step (mean)", tot["comm_us"] / n_steps if n_steps else None),
     ]
@@ -115,8 +73,8 @@ def clock_note(summary: Mapping) -> str | None:
                 "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock")
     o = max(offs, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
     return (f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
-            f"collectives): largest correction rank {o['rank']} {fmt_us(o.get('offset_us'))} "
-            f"± {fmt_us(o.get('spread_us'))}")
+            f"collectives): largest correction rank {o['rank']} {units.duration(o.get('offset_us'))} "
+            f"± {units.duration(o.get('spread_us'))}")
 
 
 def overview(summary: Mapping) -> list[tuple[str, str]]:
@@ -162,7 +120,7 @@ def table(summary: Mapping, section: str, fields: Sequence[str], rows: Sequence[
 
 
 def _numeric(v: Any, field: str) -> bool:
-    return (v is None and unit_of(field) != "count") or (isinstance(v, (int, float)) and not isinstance(v, bool)
+    return (v is None and units.unit_of(field) != "count") or (isinstance(v, (int, float)) and not isinstance(v, bool)
                                                         and field not in ("rank", "step", "seq", "stream"))
 
 
@@ -175,7 +133,7 @@ def top_exposed(summary: Mapping, n: int = 20) -> list[int]:
 
 def rank_totals(summary: Mapping) -> list[dict]:
     ranks = summary.get("ranks", [])
-    return [{"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in STEP_KEYS]}
+    return [{"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in CORE_STEP_KEYS]}
             for i, r in enumerate(ranks)]
 
 
@@ -188,7 +146,7 @@ def verdict(v: Mapping | None) -> dict | None:
     rows = []
     for c in v.get("checks") or []:
         metric = str(c.get("metric") or c.get("name") or "")
-        fmt = _metric_formatter(metric)
+        fmt = units.for_metric(metric)
         value = c.get("value", _median(c.get("current")))
         base = c.get("baseline")
         base = _median(base) if isinstance(base, Mapping) else base
@@ -207,16 +165,3 @@ def _median(stat) -> float | None:
 
 def _is_num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _metric_formatter(metric: str):
-    name = metric.rsplit(":", 1)[-1]
-    if name.endswith("_us"):
-        return fmt_us
-    if "ratio" in name or "share" in name:
-        return fmt_ratio
-    if name == "bytes":
-        return fmt_bytes
-    if name.endswith("gbps"):
-        return fmt_gbps
-    return lambda x: f"{x:.4g}"

@@ -7,7 +7,7 @@ from test_overlap import gpu_rows
 
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import StepOverlap
-from tracekit.analyzers.timeline import TIMELINE_SCHEMA, representative_steps
+from tracekit.analyzers.timeline_record import TIMELINE_SCHEMA, representative_steps
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 
 BASE = 1_000_000  # baseTimeNanoseconds: the record is in the trace's own time base (absolute - base)
@@ -49,7 +49,7 @@ def test_timeline_is_the_median_step_with_hand_computed_pieces(seed):
 
 @pytest.mark.parametrize("step", [0, 2])
 def test_other_steps_pieces(step):
-    from tracekit.analyzers.timeline import step_timeline
+    from tracekit.analyzers.timeline_record import step_timeline
 
     s = summary(gpu_rows())
     r = step_timeline(s.traces.table(0), s.traces.info(0), step).to_dict()

@@ -2,7 +2,7 @@ import pytest
 
 from tracekit.errors import ConfigError
 from tracekit.gate.budgets import parse_budget, parse_fraction
-from tracekit.gate.summary import Scope, Summary
+from tracekit.gate.metrics import RunMetrics, Scope
 
 from .builders import tp_run
 
@@ -43,7 +43,7 @@ def test_bad_expressions_say_what_is_wrong_in_one_line(expr, why):
 
 
 def test_budget_without_baseline_passes_and_fails_with_numbers():
-    s = Summary(tp_run([100.0, 120.0, 110.0], wall_us=1000.0))  # share per step .10 .12 .11 -> .11
+    s = RunMetrics(tp_run([100.0, 120.0, 110.0], wall_us=1000.0))  # share per step .10 .12 .11 -> .11
     [ok] = parse_budget("exposed_comm_share<=0.15").evaluate(s)
     assert ok.passed and ok.current.median == pytest.approx(0.11)
     [bad] = parse_budget("exposed_comm_share<=10%").evaluate(s)
@@ -58,14 +58,14 @@ def test_budget_without_baseline_passes_and_fails_with_numbers():
 
 
 def test_wildcard_budget_checks_each_dimension_op():
-    s = Summary(tp_run([300.0, 300.0], [50.0, 50.0]))
+    s = RunMetrics(tp_run([300.0, 300.0], [50.0, 50.0]))
     results = parse_budget("tp/*:exposed_comm_us<=100").evaluate(s)
     assert [(r.scope, r.passed) for r in results] == [("tp/all_gather", False), ("tp/reduce_scatter", True)]
     assert results[0].name == "tp/*:exposed_comm_us<=100 [tp/all_gather]"
 
 
 def test_budget_on_an_absent_dimension_fails_and_lists_what_is_there():
-    s = Summary(tp_run([1.0]))
+    s = RunMetrics(tp_run([1.0]))
     [r] = parse_budget("cp/all_to_all:exposed_comm_us<=10").evaluate(s)
     assert not r.passed
     assert "cp/all_to_all is not in this run (dimension/op present: tp/all_gather, tp/reduce_scatter)" in r.message

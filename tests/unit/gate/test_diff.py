@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracekit.gate.diff import diff, explain, render_text
-from tracekit.gate.summary import Summary
+from tracekit.gate.diff import diff, explain
+from tracekit.gate.metrics import RunMetrics
+from tracekit.reports.diff_text import render_text
 
 from .builders import tp_run
 
@@ -43,8 +44,8 @@ def test_the_two_parts_add_up_to_the_change_in_exposed(ca, fa, cb, fb):
 
 
 def test_diff_of_two_runs_per_dimension_and_call_site():
-    a = Summary(tp_run([100.0] * 3, [20.0] * 3), "a.json")
-    b = Summary(tp_run([100.0] * 3, [220.0] * 3), "b.json")
+    a = RunMetrics(tp_run([100.0] * 3, [20.0] * 3), "a.json")
+    b = RunMetrics(tp_run([100.0] * 3, [220.0] * 3), "b.json")
     result = diff(a, b)
     rows = {r.label: r for r in result.by_dimension}
     assert rows["tp/reduce_scatter"].exposed_delta_us == 200.0

@@ -2,15 +2,15 @@ import xml.etree.ElementTree as ET
 
 from tracekit.gate.budgets import parse_budget
 from tracekit.gate.compare import GateOptions, run_gate
-from tracekit.gate.junit import write_junit
-from tracekit.gate.markdown import render_markdown
-from tracekit.gate.summary import Summary
+from tracekit.gate.metrics import RunMetrics
+from tracekit.reports.junit import write_junit
+from tracekit.reports.markdown import render_markdown
 
 from .builders import tp_run
 
 
 def _report():
-    base, now = Summary(tp_run([100.0] * 3), "base.json"), Summary(tp_run([125.0] * 3), "now|run.json")
+    base, now = RunMetrics(tp_run([100.0] * 3), "base.json"), RunMetrics(tp_run([125.0] * 3), "now|run.json")
     return run_gate(now, base, (parse_budget("tp/all_gather:exposed_comm_us<=800"),), GateOptions(min_delta_us=10))
 
 

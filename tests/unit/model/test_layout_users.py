@@ -19,7 +19,7 @@ from tracekit.cli import cli
 from tracekit.collectors.layout import coords, group_ranks
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.errors import ConfigError, SummaryFormatError
-from tracekit.gate.summary import Summary
+from tracekit.gate.metrics import RunMetrics as Summary
 from tracekit.loader.io import LoadOptions, load
 from tracekit.model.layout import CpKind, ParallelLayout
 from tracekit.model.traceset import RunMetadata

@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ...errors import ConfigError
+from ...model.dtypes import WORKLOAD_TORCH_NAMES
 from ...model.layout import CpKind, LayoutError, ParallelLayout
 
 WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {short: getattr(torch, name) for short, name in WORKLOAD_TORCH_NAMES.items()}  # {"fp32": torch.float32, ...}
 
 
 @dataclass(frozen=True, slots=True)

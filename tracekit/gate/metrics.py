@@ -1,6 +1,6 @@
-"""Read metrics out of a `tracekit.summary/1` dict (docs/summary-schema.md): per (rank, step) values reduced
-to a Stat. Run-level metrics come from ``ranks[].steps``; dimension/op metrics from ``collectives`` (or, when
-a summary lists no collectives, from the run totals in ``by_dimension``)."""
+"""The gate's metrics of one run (RunMetrics), read out of a `tracekit.summary/1` dict (docs/summary-schema.md):
+per (rank, step) values reduced to a Stat. Run-level metrics come from ``ranks[].steps``; dimension/op metrics
+from ``collectives`` (or, when a summary lists no collectives, from the run totals in ``by_dimension``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SummaryFormatError
+from ..formats.contract import STEP_KEYS, exposed_comm_share
+from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.layout import LayoutError, ParallelLayout
 from .stats import Stat, stat_over_ranks
 
-SCHEMA = "tracekit.summary/1"
-
-RUN_METRICS = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us", "overlap_ratio",
-               "idle_us", "memcpy_us", "memset_us", "multi_stream_comm_us", "exposed_comm_share")
+RUN_METRICS = (*STEP_KEYS, "exposed_comm_share")
 DIM_METRICS = ("count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us",
                "busbw_gbps", "overlap_ratio", "exposed_comm_share")
 RATIO_METRICS = frozenset({"overlap_ratio", "exposed_comm_share"})
@@ -61,8 +60,9 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return float(num) / float(den)
 
 
-class Summary:
-    """A validated summary dict with the metric look-ups the gate needs. ``data`` is the dict itself."""
+class RunMetrics:
+    """One run's metrics for the gate: a validated summary dict (``data``, the dict itself) and the look-ups
+    that reduce its per-step values to a Stat."""
 
     def __init__(self, data: Mapping[str, Any], source: str = "<summary>"):
         schema = data.get("schema") if isinstance(data, Mapping) else None
@@ -119,7 +119,7 @@ class Summary:
     @staticmethod
     def _run_value(row: Mapping, metric: str) -> float | None:
         if metric == "exposed_comm_share":
-            return _ratio(row.get("exposed_comm_us"), row.get("wall_us"))
+            return exposed_comm_share(row.get("exposed_comm_us"), row.get("wall_us"))
         v = row.get(metric)
         return None if v is None else float(v)
 
@@ -166,7 +166,7 @@ class Summary:
                           sum(float(c.get("dur_us") or 0) for c in rows))
         if metric == "exposed_comm_share":
             wall = (self._steps.get(rank, {}).get(step) or {}).get("wall_us")
-            return _ratio(sum(float(c.get("exposed_us") or 0) for c in rows), wall)
+            return exposed_comm_share(sum(float(c.get("exposed_us") or 0) for c in rows), wall)
         raise KeyError(metric)
 
     def _dim_total(self, scope: Scope, metric: str) -> Stat | None:

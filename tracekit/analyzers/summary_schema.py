@@ -1,4 +1,5 @@
-"""Builds the ``tracekit.summary/1`` dict (docs/summary-schema.md) from the analyzers' results."""
+"""Builds the ``tracekit.summary/1`` dict (docs/summary-schema.md) from the analyzers' results: the JSON
+contract that ``Analysis.to_dict()`` returns and the gate and the reports read."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import math
 
 import pandas as pd
 
+from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.traceset import TraceSet
-
-SCHEMA = "tracekit.summary/1"
 
 
 def _num(x) -> float | None:

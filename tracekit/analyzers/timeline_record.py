@@ -10,16 +10,17 @@ with it. Times leave this module in µs in the rank's own trace time base (the l
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..formats.contract import TIMELINE_SCHEMA
 from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo, TraceSet
 from . import intervals as iv
 from .overlap import RankOverlap, _windows, compute_union
 
-TIMELINE_SCHEMA = "tracekit.timeline/1"
 CATEGORIES = ("compute", "hidden", "exposed")
 
 
@@ -98,6 +99,13 @@ def comm_pieces(table: EventTable, info: RankInfo) -> tuple[iv.Intervals, iv.Int
     return split(comm_union(table, ids), compute_union(table, info.device_type))
 
 
+def median_step(walls: Mapping[int, Sequence[float]]) -> int:
+    """The representative step: the one of median mean wall time (ties by step number), given step -> the wall
+    times of the ranks that ran it. Also the HTML report's pick when it draws from a summary alone."""
+    order = sorted(walls, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
+    return order[len(order) // 2]
+
+
 def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
     """rank -> step to draw. One step for all ranks when some step is on every rank (the one of median mean
     wall time over the ranks, so ranks line up and a straggler shows), else each rank's median-wall step."""
@@ -105,10 +113,9 @@ def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
     for r in ranks:
         for s in r.steps:
             walls.setdefault(s.step, []).append(s.wall_ns)
-    common = [s for s, w in walls.items() if len(w) == len(ranks)]
+    common = {s: w for s, w in walls.items() if len(w) == len(ranks)}
     if common:
-        order = sorted(common, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
-        pick = order[len(order) // 2]
+        pick = median_step(common)
         return {r.rank: pick for r in ranks}
     out = {}
     for r in ranks:

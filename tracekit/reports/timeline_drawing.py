@@ -1,4 +1,5 @@
-"""The per-rank timeline of one representative step: its input format, a fallback, and downsampling.
+"""Drawing the per-rank timeline of one representative step: the record's input format checked, a fallback
+built from the summary's collectives, and downsampling (the record itself: tracekit.analyzers.timeline_record).
 
 Input (``tracekit.timeline/1``; see docs/report-inputs.md), given to the HTML reporter as ``timeline=`` or
 found at ``summary["timeline"]``::
@@ -19,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analyzers.timeline_record import CATEGORIES, median_step
 from ..errors import ConfigError
+from ..formats.contract import TIMELINE_SCHEMA
 
-TIMELINE_SCHEMA = "tracekit.timeline/1"
-CATEGORIES = ("compute", "hidden", "exposed")
 DEFAULT_MAX_EVENTS = 20_000
 
 
@@ -64,8 +65,7 @@ def from_collectives(summary: Mapping) -> dict:
             walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
     if not walls:
         return {"schema": TIMELINE_SCHEMA, "ranks": []}
-    by_mean = sorted(walls, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
-    step = by_mean[len(by_mean) // 2]  # the step of median mean wall time
+    step = median_step(walls)
     out = []
     for r in ranks:
         cols = [c for c in summary.get("collectives") or [] if c.get("rank") == r["rank"] and c.get("step") == step]

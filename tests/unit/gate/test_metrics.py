@@ -1,20 +1,20 @@
 import pytest
 
 from tracekit.errors import SummaryFormatError
-from tracekit.gate.summary import Scope, Summary
+from tracekit.gate.metrics import RunMetrics, Scope
 
 from .builders import coll, step_row, summary, tp_run
 
 
 def test_rejects_other_documents():
     with pytest.raises(SummaryFormatError, match=r"x.json: schema is 'other/2', expected 'tracekit.summary/1'"):
-        Summary({"schema": "other/2", "ranks": []}, "x.json")
+        RunMetrics({"schema": "other/2", "ranks": []}, "x.json")
     with pytest.raises(SummaryFormatError, match="no 'ranks' list"):
-        Summary({"schema": "tracekit.summary/1"}, "y.json")
+        RunMetrics({"schema": "tracekit.summary/1"}, "y.json")
 
 
 def test_run_metrics_are_median_over_steps_then_ranks():
-    s = Summary(summary({
+    s = RunMetrics(summary({
         0: [step_row(1, 1000, 400, 100), step_row(2, 1000, 400, 300), step_row(3, 2000, 400, 200)],
         1: [step_row(1, 1000, 400, 400), step_row(2, 1000, 400, 400), step_row(3, 1000, 400, 400)],
     }))
@@ -31,7 +31,7 @@ def test_run_metrics_are_median_over_steps_then_ranks():
 def test_rank_without_steps_uses_its_totals():
     d = summary({0: [step_row(1, 1000, 400, 100)]})
     d["ranks"][0]["steps"] = []
-    st = Summary(d).stat("exposed_comm_us")
+    st = RunMetrics(d).stat("exposed_comm_us")
     assert (st.median, st.basis) == (100.0, "run total")
 
 
@@ -40,7 +40,7 @@ def test_dimension_metrics_sum_a_steps_collectives():
              coll(0, 1, "tp", "all_gather", 100, 10, bytes=10, busbw_gbps=4.0),
              coll(0, 2, "tp", "all_gather", 100, 50, bytes=10, busbw_gbps=3.0),
              coll(0, 3, "cp", "all_to_all", 100, 0)]  # step 3 has no all_gather: counts as 0
-    s = Summary(summary({0: [step_row(i, 1000) for i in (1, 2, 3)]}, colls))
+    s = RunMetrics(summary({0: [step_row(i, 1000) for i in (1, 2, 3)]}, colls))
     scope = Scope("tp", "all_gather")
     assert s.stat("exposed_comm_us", scope).median == 40.0  # steps: 40, 50, 0
     assert s.stat("count", scope).median == 1.0  # 2, 1, 0
@@ -54,7 +54,7 @@ def test_dimension_metrics_sum_a_steps_collectives():
 
 
 def test_wait_is_unavailable_when_the_summary_has_only_nulls():
-    s = Summary(summary({0: [step_row(1)]}, [coll(0, 1, "tp", "all_gather", 100, 30, wait_us=None,
+    s = RunMetrics(summary({0: [step_row(1)]}, [coll(0, 1, "tp", "all_gather", 100, 30, wait_us=None,
                                                   transfer_us=None)]))
     s.data["collectives"][0]["transfer_us"] = None
     assert s.stat("wait_us", Scope("tp", "all_gather")) is None
@@ -68,7 +68,7 @@ def test_without_collectives_dimension_metrics_are_run_totals():
           {"dimension": "tp", "op": "reduce_scatter", "count": 8, "bytes": 64, "comm_us": 200.0,
            "hidden_comm_us": 200.0, "exposed_comm_us": 0.0, "wait_us": None, "transfer_us": None,
            "busbw_gbps": 1.0}]
-    s = Summary(summary({0: [step_row(1)]}, by_dimension=bd))
+    s = RunMetrics(summary({0: [step_row(1)]}, by_dimension=bd))
     st = s.stat("exposed_comm_us", Scope("tp", "all_gather"))
     assert (st.median, st.basis) == (200.0, "run total")
     assert s.stat("overlap_ratio", Scope("tp")).median == pytest.approx(0.8)
@@ -77,7 +77,7 @@ def test_without_collectives_dimension_metrics_are_run_totals():
 
 
 def test_identity_drops_unit_dimensions():
-    a = Summary(tp_run([0.0], layout={"tp": 2, "dp": 1}))
+    a = RunMetrics(tp_run([0.0], layout={"tp": 2, "dp": 1}))
     assert a.identity() == {"world_size": 2, "layout": {"tp": 2}, "workload": "tp-sp", "device_type": "cpu"}
 
 

@@ -4,8 +4,11 @@ then every check in a table."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO, Any
 
-from .result import CheckResult, GateReport, fmt_change, fmt_stat, fmt_value
+from ..formats import units
+from ..gate.result import CheckResult, GateReport
+from .base import StreamReporter
 
 
 def _cell(text: str) -> str:
@@ -14,13 +17,13 @@ def _cell(text: str) -> str:
 
 def _row(c: CheckResult) -> str:
     status = "✅ pass" if c.passed else "❌ FAIL"
-    base = fmt_stat(c.metric, c.baseline) if c.kind == "regression" else ""
-    now = fmt_stat(c.metric, c.current)
+    base = units.metric_stat(c.metric, c.baseline) if c.kind == "regression" else ""
+    now = units.metric_stat(c.metric, c.current)
     if c.kind == "regression":
-        limit = f"±{c.limit * 100:.0f}%" if c.limit is not None else ""
-        change = fmt_change(c.change) if c.current is not None and c.baseline is not None else ""
+        limit = f"±{units.compact_percent(c.limit, 0)}" if c.limit is not None else ""
+        change = units.change(c.change) if c.current is not None and c.baseline is not None else ""
     else:
-        limit = f"{c.op} {fmt_value(c.metric, c.limit)}"
+        limit = f"{c.op} {units.metric_value(c.metric, c.limit)}"
         change = ""
     return "| " + " | ".join(_cell(x) for x in (status, c.kind, c.name, base, now, change, limit)) + " |"
 
@@ -47,7 +50,17 @@ def render_markdown(report: GateReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(report: GateReport, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(render_markdown(report), encoding="utf-8")
+class MarkdownReporter(StreamReporter):
+    """`tracekit check --markdown FILE`: the verdict for a CI job summary ($GITHUB_STEP_SUMMARY)."""
 
+    format = "markdown"
+    suffix = ".md"
+    document = GateReport
+
+    def write(self, doc: Any, stream: IO[Any], **_: Any) -> tuple[str, ...]:
+        stream.write(render_markdown(doc))
+        return ()
+
+
+def write_markdown(report: GateReport, path: str | Path) -> None:
+    MarkdownReporter().render(report, path)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import IO, Any
 
-from .result import GateReport
+from ..gate.result import GateReport
+from .base import StreamReporter
 
 
 def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTree:
@@ -30,6 +32,18 @@ def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTre
     return ET.ElementTree(root)
 
 
+class JUnitReporter(StreamReporter):
+    """`tracekit check --junit FILE`: the gate's checks as JUnit XML (UTF-8 bytes, with the XML declaration)."""
+
+    format = "junit"
+    suffix = ".xml"
+    binary = True
+    document = GateReport
+
+    def write(self, doc: Any, stream: IO[Any], **_: Any) -> tuple[str, ...]:
+        to_junit(doc).write(stream, encoding="utf-8", xml_declaration=True)
+        return ()
+
+
 def write_junit(report: GateReport, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    to_junit(report).write(path, encoding="utf-8", xml_declaration=True)
+    JUnitReporter().render(report, path)

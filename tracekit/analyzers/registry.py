@@ -1,0 +1,33 @@
+"""The explicit list of analyzers and ``analyze()``, which runs each of them in order."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from ..model.traceset import TraceSet
+from .base import Analyzer
+from .memory_run import ActivationMemoryAnalyzer
+from .run import Analysis, CommAnalyzer
+
+ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer())
+
+
+def analyze(traces: TraceSet, **options) -> Analysis:
+    """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``. Runs every analyzer of
+    ``tracekit.analyzers.ANALYZERS``, each with the keyword options its ``Options`` dataclass declares. Activation
+    memory is compared with the model when the run directory holds ``activation_r{rank}.json`` and ``run.json``
+    gives the model's dimensions (tracekit.analyzers.memory_run)."""
+    unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
+    if unknown:
+        raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    results = {a.name: a.run(traces, _options(a.Options, options)) for a in ANALYZERS}
+    comm, activation = results["comm"], results["activation_memory"]
+    if activation.warnings:
+        comm = replace(comm, warnings=comm.warnings + activation.warnings)
+    return Analysis(traces, comm, activation.comparison)
+
+
+def _options(cls: type, options: dict) -> Any:
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items() if k in names})

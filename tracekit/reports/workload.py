@@ -1,0 +1,68 @@
+"""`tracekit run` on the terminal: one screen about the run just recorded: the loss, the collectives issued per
+step by dimension, the profiler's overhead, activation memory against the model, and the analyzer's verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ..analyzers.memory import ActivationComparison
+from ..formats import units
+from .base import StreamReporter
+from .memory import comparison_lines
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadDigest:
+    """What `tracekit run` shows: the runner's RunResult (tracekit.collectors.workloads.runner), the activation
+    memory comparison when the run recorded it, and the run's ``tracekit.summary/1``."""
+
+    run: Any  # RunResult (typed loosely: importing the runner imports torch)
+    summary: Mapping[str, Any]
+    activation: ActivationComparison | None = None
+    activation_warnings: tuple[str, ...] = ()
+    activation_recorded: bool = False
+
+
+class WorkloadText(StreamReporter):
+    format = "text"
+    document = WorkloadDigest
+
+    def write(self, doc: Any, stream: IO[Any], **_: Any) -> tuple[str, ...]:
+        stream.write("\n".join([*_run_lines(doc.run), *_activation(doc), *_analysis_lines(doc)]) + "\n")
+        return ()
+
+
+def _run_lines(result: Any) -> list[str]:
+    steps = len(result.losses)
+    lines = [f"loss: first {result.losses[0]:.4f}, last {result.losses[-1]:.4f} over {steps} steps", "",
+             f"{'dimension':<10} {'op':<15} {'per step':>9} {'MiB/step':>9}   (rank 0)"]
+    for key, (count, nbytes) in sorted(result.comm_stats[0].items()):
+        desc, op = key.split("|")
+        lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} "
+                     f"{nbytes / steps / 2**20:>9.3f}")
+    over = result.overheads[0]
+    if over:
+        lines += ["", f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
+                      f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
+                      f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export"]
+    return lines
+
+
+def _activation(doc: WorkloadDigest) -> list[str]:
+    if not doc.activation_recorded:
+        return []
+    return ["", *comparison_lines(doc.activation, doc.activation_warnings)]
+
+
+def _analysis_lines(doc: WorkloadDigest) -> list[str]:
+    """The analyzer's headline for the run (the full view: `tracekit analyze OUT`)."""
+    lines = ["", f"{'rank':<5} {'wall/step':>11} {'comm':>11} {'hidden':>11} {'exposed':>11} {'overlap':>8}"]
+    for r in doc.summary["ranks"]:
+        t, n = r["totals"], max(len(r["steps"]), 1)
+        lines.append(f"{r['rank']:<5} {units.duration(t['wall_us'] / n):>11} {units.duration(t['comm_us'] / n):>11} "
+                     f"{units.duration(t['hidden_comm_us'] / n):>11} {units.duration(t['exposed_comm_us'] / n):>11} "
+                     f"{units.percent(t['overlap_ratio']):>8}")
+    lines.append(f"(per step; details: tracekit analyze {doc.run.out_dir})")
+    return lines
