@@ -8,6 +8,8 @@ unique names, step assignment, correlation joins, collective linking) runs once 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -121,7 +123,10 @@ class TableBuilder:
         if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
                                or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
-        return table, rank_info(trace, path, table, self.facts, warnings)
+        info = rank_info(trace, path, table, self.facts, warnings)
+        if trace.truncated:  # events are kept in file order: the last row is the last event before the cut
+            info = replace(info, truncated=True, last_complete_ns=int(table["ts_ns"][-1]) if len(table) else -1)
+        return table, info
 
     def _table(self, base_ns: int) -> EventTable:
         p = {k: _join(v, k) for k, v in self.parts.items()}

@@ -90,6 +90,8 @@ class Trace(msgspec.Struct):
     trace_id: Any = None
     host_name: Any = None
     schemaVersion: Any = None
+    # set by salvage_truncated, not meant to be read from a file (no trace has this key)
+    truncated: bool = msgspec.field(default=False, name="~tracekit salvaged a truncated file~")
 
 
 _DECODER = msgspec.json.Decoder(Trace)
@@ -228,7 +230,9 @@ def salvage_truncated(data: bytes, path: str, exc: Exception, warnings: list[str
             break
         warnings.append(f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost the rest "
                         f"({len(data) - cut - 1} bytes); the process was probably killed during export")
-        return _lenient(obj, path, warnings)
+        trace = _lenient(obj, path, warnings)
+        trace.truncated = True
+        return trace
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
 
 
