@@ -132,7 +132,7 @@ def _unmatched(matched: Instances, rest: Instances) -> Instances:
     """``rest`` with the cross-rank columns of ``matched`` left empty (NaN, match -1), appended to it."""
     n = len(rest)
     cols = dict(rest.columns)
-    for k, v in matched.columns.items():
+    for k in matched.columns:
         if k not in cols:
             cols[k] = np.full(n, -1, np.int64) if k == "match_id" else np.full(n, np.nan)
     for k in ("wait_ns", "transfer_ns"):

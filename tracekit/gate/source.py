@@ -26,24 +26,26 @@ def _read_json(path: Path) -> Any:
                                  "or a trace directory") from None
 
 
-def summary_from_traces(path: Path) -> Mapping[str, Any]:
-    """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer."""
+def summary_from_traces(path: Path, window: str | None = None) -> Mapping[str, Any]:
+    """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer. A run
+    without complete steps still gives a summary (its steps marked incomplete): the gate fails it."""
     from ..analyzers import analyze
     from ..loader.io import load
 
-    return analyze(load(str(path))).to_dict()
+    return analyze(load(str(path)), window=window, allow_empty=True).to_dict()
 
 
-def load_summary(path: str | Path) -> Summary:
-    """A Summary from a summary JSON file, or from traces (analysed on the fly)."""
+def load_summary(path: str | Path, window: str | None = None) -> Summary:
+    """A Summary from a summary JSON file, or from traces (analysed on the fly; ``window`` as
+    ``tracekit analyze --window``)."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES):
-        return Summary(summary_from_traces(p), str(p))
+        return Summary(summary_from_traces(p, window), str(p))
     data = _read_json(p)
     if isinstance(data, Mapping) and "traceEvents" in data:
-        return Summary(summary_from_traces(p), str(p))
+        return Summary(summary_from_traces(p, window), str(p))
     if not isinstance(data, Mapping):
         raise SummaryFormatError(f"{p}: a JSON {type(data).__name__}, not a tracekit summary object")
     return Summary(data, str(p))
