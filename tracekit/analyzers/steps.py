@@ -6,7 +6,8 @@ holds all of a step's work. The rules, in the order they apply:
 
 - Two windows with the same step number: the longest is the step, the others are dropped (counted).
 - A window inside another: the enclosing (outermost) window is the step and takes the nested one's events;
-  the step is marked incomplete ("nests ...").
+  a ProfilerStep that nests another is marked incomplete ("nests ..."); a ``window`` annotation nested in an
+  instance of itself (a recursive call) is simply part of the enclosing instance.
 - Two windows that overlap without nesting: both are kept, the earlier one's host window ends where the later
   one starts (host events in the overlap belong to the later step, as the loader assigns them); both are
   marked incomplete ("overlaps ...").
@@ -142,9 +143,10 @@ def _candidates(table: EventTable, window: str | None, who: str,
         w = _Window(int(numbers[i]), int(starts[i]), int(ends[i]), label.format(int(numbers[i])), [])
         if out and w.start < out[-1].end:
             prev = out[-1]
-            if w.end <= prev.end:
-                nested += 1
-                prev.reasons.append(f"nests {w.label} (the enclosing window is the step and takes its events)")
+            if w.end <= prev.end:  # an annotation nested in itself (a recursive forward) is part of its window
+                if window is None:
+                    nested += 1
+                    prev.reasons.append(f"nests {w.label} (the enclosing window is the step and takes its events)")
                 continue
             overlapping += 1
             prev.reasons.append(f"overlaps {w.label} (host window clipped at its start)")
