@@ -251,8 +251,8 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
     gpu_lost = info.truncated and not has_device and bool(info.device_properties)
     launch = table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0)
     launches = dict(zip(*np.unique(step[launch], return_counts=True)))
-    calls = set(np.unique(step[table.mask_kind(EventKind.CPU_COMM_OP)]).tolist())
-    comm = set(np.unique(step[table.mask_kind(EventKind.COMM)]).tolist())
+    calls, spans = _calls_and_spans(table, step) if info.truncated and not has_device else ({}, {})
+    drift = any(spans.get(s, 0) < c for s, c in calls.items())
     for i, w in enumerate(windows):
         s = int(ids[i])
         if info.truncated and info.last_complete_ns >= 0 and end[i] >= info.last_complete_ns:
@@ -263,5 +263,32 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
             n = int(launches.get(s, 0))
             w.reasons.append(f"its {n} launches have no device activity in the trace" if n
                              else "no device activity (lost at the truncation)")
-        if info.truncated and s in calls and s not in comm and not has_device:
-            w.reasons.append("its collective calls have no communication spans (lost at the truncation)")
+        if spans.get(s, 0) != calls.get(s, spans.get(s, 0)):
+            w.reasons.append(f"{calls[s]} collective calls but {spans.get(s, 0)} communication spans (lost at the "
+                             "truncation)")
+        elif drift and s in calls:
+            w.reasons.append("communication spans were lost at the truncation: gloo spans take their call's step "
+                             "in issue order, so no step's links can be trusted")
+
+
+_CALL_FAMILIES = ("c10d::", "tracekit:comm", "record_param_comms")
+
+
+def _calls_and_spans(table: EventTable, step: np.ndarray) -> tuple[dict, dict]:
+    """Per step: the collective calls issued on the host (the largest count of one family: c10d ops,
+    tracekit's annotations, record_param_comms) and the communication spans (gloo worker threads). A truncated
+    CPU trace that lost a worker thread's events has fewer spans than calls. Kineto writes each thread's
+    events as one block, so a thread written after the cut is lost whole."""
+    comm = table.mask_kind(EventKind.COMM)
+    workers = np.unique(table["stream"][comm])
+    calls_m = table.mask_kind(EventKind.CPU_COMM_OP) & ~np.isin(table["stream"], workers)
+    names = table.strings
+    rows = np.flatnonzero(calls_m)
+    fam = np.array([next((i for i, f in enumerate(_CALL_FAMILIES) if names[n].startswith(f)), -1) if n >= 0 else -1
+                    for n in table["name_id"][rows].tolist()], dtype=np.int64)
+    calls: dict = {}
+    for f in range(len(_CALL_FAMILIES)):
+        for st, c in zip(*np.unique(step[rows[fam == f]], return_counts=True)):
+            calls[int(st)] = max(calls.get(int(st), 0), int(c))
+    spans = {int(st): int(c) for st, c in zip(*np.unique(step[comm], return_counts=True))}
+    return calls, spans

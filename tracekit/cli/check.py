@@ -31,10 +31,12 @@ _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the d
 @click.option("--json", "json_path", metavar="FILE", help="write every check as JSON")
 @click.option("-q", "--quiet", is_flag=True, help="print only failures and the verdict")
 @click.option("--strict", is_flag=True, help="fail the gate on any warning of the load or the analysis")
+@click.option("--allow-partial", is_flag=True,
+              help="gate a truncated run on its complete steps instead of failing it")
 @window_option
 @click.pass_context
 def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_us, min_delta_ratio,
-          junit_path, markdown_path, json_path, quiet, strict, window):
+          junit_path, markdown_path, json_path, quiet, strict, allow_partial, window):
     """Check the run at PATH (trace directory or summary JSON) against a baseline and budgets."""
     import json
     from pathlib import Path
@@ -50,7 +52,7 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
                             tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS)
     current = gate.load_summary(path, window)
     baseline = gate.load_summary(baseline_path, window) if baseline_path else None
-    report = gate.run_gate(current, baseline, parsed, opts, strict=strict)
+    report = gate.run_gate(current, baseline, parsed, opts, strict=strict, allow_partial=allow_partial)
     for warning in report.warnings:
         click.echo(f"warning: {printable(warning)}", err=True)
     for note in report.notes:

@@ -124,10 +124,19 @@ def compare(baseline: Summary, current: Summary, opts: GateOptions = GateOptions
     return checks
 
 
-def data_checks(current: Summary, baseline: Summary | None, strict: bool = False) -> list[CheckResult]:
+def data_checks(current: Summary, baseline: Summary | None, strict: bool = False,
+                allow_partial: bool = False) -> list[CheckResult]:
     """No data is not success: a run (or baseline) without a complete step fails the gate, whatever the
-    budgets say. With ``strict``, any warning of the load or the analysis fails it too."""
+    budgets say; so does a truncated run (the medians of its complete steps are not the run's), unless
+    ``allow_partial``. With ``strict``, any warning of the load or the analysis fails it too."""
     out = []
+    cut = current.truncated_ranks
+    if cut and not allow_partial and current.has_data:
+        out.append(CheckResult(kind="data", name="run is whole", passed=False, metric="steps",
+                               message=f"run {current.source}: the traces of ranks {cut} are truncated "
+                                       f"({current.steps_left_out} steps incomplete); a verdict on part of the "
+                                       "steps is not the run's: re-export the trace, or --allow-partial gates "
+                                       "the complete steps alone"))
     for role, s in (("run", current), ("baseline", baseline)):
         if s is None or s.has_data:
             continue
@@ -143,11 +152,11 @@ def data_checks(current: Summary, baseline: Summary | None, strict: bool = False
 
 
 def run_gate(current: Summary, baseline: Summary | None = None, budgets: tuple[Budget, ...] = (),
-             opts: GateOptions = GateOptions(), strict: bool = False) -> GateReport:
+             opts: GateOptions = GateOptions(), strict: bool = False, allow_partial: bool = False) -> GateReport:
     """The whole gate: comparability, complete data, regressions against the baseline (if any), then every
     budget. Incomplete steps count in no metric; a note says how many were left out."""
     notes: list[str] = []
-    checks: list[CheckResult] = data_checks(current, baseline, strict)
+    checks: list[CheckResult] = data_checks(current, baseline, strict, allow_partial)
     if baseline is not None:
         notes = ensure_comparable(baseline, current)
         checks.extend(compare(baseline, current, opts))

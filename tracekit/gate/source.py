@@ -26,6 +26,16 @@ def _read_json(path: Path) -> Any:
                                  "or a trace directory") from None
 
 
+def _looks_like_trace(path: Path) -> bool:
+    """A Kineto trace names ``traceEvents`` within its first few KiB (a summary never does)."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            return b'"traceEvents"' in fh.read(1 << 16)
+    except (OSError, EOFError):
+        return False
+
+
 def summary_from_traces(path: Path, window: str | None = None) -> Mapping[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer. A run
     without complete steps still gives a summary (its steps marked incomplete): the gate fails it."""
@@ -42,6 +52,8 @@ def load_summary(path: str | Path, window: str | None = None) -> Summary:
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES):
+        return Summary(summary_from_traces(p, window), str(p))
+    if _looks_like_trace(p):  # a trace, even one cut short (not valid JSON: the loader salvages it)
         return Summary(summary_from_traces(p, window), str(p))
     data = _read_json(p)
     if isinstance(data, Mapping) and "traceEvents" in data:

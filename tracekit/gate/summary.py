@@ -97,6 +97,11 @@ class Summary:
                 for r in self.data["ranks"] for s in (r.get("steps") or []) if not _complete(s)]
 
     @property
+    def truncated_ranks(self) -> list[int]:
+        """Ranks whose trace file was cut short (salvaged by the loader)."""
+        return [int(r["rank"]) for r in self.data["ranks"] if r.get("truncated")]
+
+    @property
     def has_data(self) -> bool:
         """At least one complete step on some rank (or, for a summary without step rows, a non-empty total)."""
         for r in self.data["ranks"]:
