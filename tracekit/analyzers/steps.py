@@ -153,6 +153,9 @@ def _candidates(table: EventTable, window: str | None, who: str,
             w.reasons.append(f"overlaps {prev.label}")
             prev.end = w.start
         out.append(w)
+    if window is not None:  # instances are numbered 0, 1, ... in time order once nested ones are merged
+        for i, w in enumerate(out):
+            w.number = i
     if nested:
         warnings.append(f"{who}: {nested} step windows nested in another; the enclosing window is the step "
                         "(marked incomplete)")

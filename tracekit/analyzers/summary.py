@@ -34,8 +34,8 @@ def build_summary(traces: TraceSet, comm) -> dict:
            "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
     out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
     out.update(comm_sections(comm))
-    for r in out["ranks"]:  # the loader salvaged a cut file: its steps past the cut are marked incomplete
-        r["truncated"] = traces.info(r["rank"]).truncated
+    for r, rank in zip(out["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
+        r["truncated"] = traces.info(rank).truncated
     out["warnings"] = list(md.warnings) + [w for i in infos for w in i.warnings] + list(comm.warnings)
     return out
 
