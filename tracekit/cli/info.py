@@ -9,18 +9,20 @@ import click
 from ..analyzers.inventory import describe
 from ..loader.io import load
 from ..reports.safe_text import printable
+from ._analysis import window_option
 from .common import build_load_options, load_options
 
 
 @click.command()
 @click.argument("path", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@window_option
 @load_options
-def info(path, fmt, executor, **kw):
+def info(path, fmt, executor, window, **kw):
     """Ranks, steps, event counts, streams, process groups and communication found in PATH."""
     options = build_load_options(**kw)
     ts = load(list(path), options=options, executor=executor)
-    data = describe(ts, options.rules)
+    data = describe(ts, options.rules, window)
     if fmt == "json":
         click.echo(json.dumps(data, indent=2))
         return
