@@ -61,8 +61,8 @@ class StepOverlap:
     def total(steps: tuple[StepOverlap, ...]) -> StepOverlap:
         """Sums over the complete steps; the incomplete ones are counted in ``steps_left_out``."""
         whole = [s for s in steps if s.complete]
-        sums = [sum(getattr(s, f) for s in whole) for f in _ADDITIVE]
-        return StepOverlap(None, *sums, steps_left_out=len(steps) - len(whole))
+        sums = {f: sum(getattr(s, f) for s in whole) for f in _ADDITIVE}
+        return StepOverlap(None, steps_left_out=len(steps) - len(whole), **sums)
 
 
 _ADDITIVE = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",

@@ -216,11 +216,11 @@ def analyze(traces: TraceSet, **options) -> Summary:
     model's dimensions (tracekit.analyzers.memory_run)."""
     from .memory_run import activation_from_run
 
-    opts = CommOptions(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items()})
+    opts = CommOptions(**{k: tuple(v) if k == "dim_map" else v for k, v in options.items()})  # type: ignore[arg-type]
     comm = CommAnalyzer().run(traces, opts)
     activation, warnings = activation_from_run(traces)
     if warnings:
         comm = replace(comm, warnings=comm.warnings + warnings)
-    tables = {r.rank: r.plan for r in comm.ranks}
-    analysed = traces.with_tables({r: restep(t, tables[r]) if tables.get(r) is not None else t for r, t in traces})
+    plans = {r.rank: r.plan for r in comm.ranks if r.plan is not None}
+    analysed = traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces})
     return Summary(analysed, comm, activation)

@@ -33,9 +33,10 @@ def build_summary(traces: TraceSet, comm) -> dict:
            "workload": md.manifest.get("workload") or None, "ranks": traces.ranks,
            "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
     out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
-    out.update(comm_sections(comm))
-    for r, rank in zip(out["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
+    sections = comm_sections(comm)
+    for r, rank in zip(sections["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
         r["truncated"] = traces.info(rank).truncated
+    out.update(sections)
     out["warnings"] = list(md.warnings) + [w for i in infos for w in i.warnings] + list(comm.warnings)
     return out
 

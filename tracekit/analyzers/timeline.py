@@ -108,7 +108,8 @@ def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
     walls: dict[int, list[int]] = {}
     for r in ranks:
         for s in r.complete_steps or r.steps:
-            walls.setdefault(s.step, []).append(s.host_wall_ns or s.wall_ns)
+            if s.step is not None:
+                walls.setdefault(s.step, []).append(s.host_wall_ns or s.wall_ns)
     common = [s for s, w in walls.items() if len(w) == len(ranks)]
     if common:
         order = sorted(common, key=lambda s: (sum(walls[s]) / len(walls[s]), s))
@@ -116,9 +117,10 @@ def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
         return {r.rank: pick for r in ranks}
     out = {}
     for r in ranks:
-        order = sorted(r.complete_steps or r.steps, key=lambda s: (s.host_wall_ns or s.wall_ns, s.step))
-        if order:
-            out[r.rank] = order[len(order) // 2].step
+        by_wall = sorted(r.complete_steps or r.steps, key=lambda s: (s.host_wall_ns or s.wall_ns, s.step or 0))
+        median = by_wall[len(by_wall) // 2].step if by_wall else None
+        if median is not None:
+            out[r.rank] = median
     return out
 
 
