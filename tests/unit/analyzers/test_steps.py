@@ -178,3 +178,31 @@ def test_a_rank_without_a_usable_clock_moves_no_other_rank():
     assert [c["rank"] for c in d["collectives"]] == [0, 1]  # both ranks' collectives are still listed
     alone = analyze(TraceSet({0: table(rows(base))}, {0: infos[0]}, RunMetadata(world_size=2))).to_dict()
     assert d["ranks"][0]["steps"] == alone["ranks"][0]["steps"]
+
+
+def test_a_real_trace_whose_profiler_started_after_some_launches(tmp_path):
+    """The NCCL trace with the launch records of its first 40 kernels removed (as if the profiler started after
+    them): those kernels are counted as orphans in the step their start falls in, and nothing else changes
+    except where a kernel starts in another step than the one that launched it."""
+    import gzip
+    import json
+
+    from tests.conftest import gpu_trace
+    from tracekit.loader.io import LoadOptions, load
+
+    doc = json.loads(gzip.open(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")).read())
+    kernels = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"), key=lambda e: e["ts"])[:40]
+    gone = {e["args"]["correlation"] for e in kernels}
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not (
+        e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") in gone)]
+    (tmp_path / "late.json").write_text(json.dumps(doc))
+    opts = LoadOptions(cache=False)
+    d = analyze(load(str(tmp_path / "late.json"), options=opts, executor="serial")).to_dict()
+    intact = analyze(load(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz"), options=opts,
+                          executor="serial")).to_dict()
+    steps = d["ranks"][0]["steps"]
+    assert [s["orphan_device_events"] for s in steps] == [40, 0, 0]
+    assert d["ranks"][0]["totals"]["orphan_device_events"] == 40
+    assert any(w.startswith("rank 0: 40 device events have no launch record") for w in d["warnings"])
+    same = {k: v for k, v in steps[0].items() if k != "orphan_device_events"}
+    assert same == {k: v for k, v in intact["ranks"][0]["steps"][0].items() if k != "orphan_device_events"}
