@@ -106,7 +106,8 @@ def _sources(traces: TraceSet) -> str:
 def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
     """Ranks whose clock cannot be put beside the others': the trace lost its ``baseTimeNanoseconds`` (a
     truncated file: Kineto writes it after the events) while other ranks have one, or it starts more than an
-    hour away from the other ranks (another run). They are left out of every cross-rank figure."""
+    hour away from the other ranks (another run); and truncated ranks, whose lost collectives would move their
+    peers' figures. They are left out of every cross-rank figure, as if not loaded."""
     if len(traces) < 2:
         return [], []
     infos = {r: traces.info(r) for r in traces.ranks}
@@ -115,16 +116,21 @@ def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
     if with_base:
         for r, i in infos.items():
             if not i.base_time_ns:
-                out[r] = ("its trace has no baseTimeNanoseconds (truncated: it comes after the events)"
-                          if i.truncated else "its trace has no baseTimeNanoseconds while the others have one")
+                out[r] = ("no usable clock: its trace has no baseTimeNanoseconds (truncated: it comes after the "
+                          "events)" if i.truncated else
+                          "no usable clock: its trace has no baseTimeNanoseconds while the others have one")
+    for r, i in infos.items():
+        if i.truncated and r not in out:
+            out[r] = ("truncated trace: the collectives it lost would leave its peers' instances unmatched and "
+                      "shift the clock estimate")
     starts = {r: int(t["ts_ns"].min()) for r, t in traces if len(t) and r not in out}
     if len(starts) >= 2:
         mid = float(np.median(list(starts.values())))
         for r, t0 in starts.items():
             if abs(t0 - mid) > 3600e9:
-                out[r] = f"it starts {abs(t0 - mid) / 1e9:.0f} s away from the other ranks (another run?)"
-    warnings = [f"rank {r}: no usable clock ({why}); left out of the cross-rank figures (wait, transfer, skew, "
-                "clock offsets, stragglers, bus bandwidth)" for r, why in sorted(out.items())]
+                out[r] = f"no usable clock: it starts {abs(t0 - mid) / 1e9:.0f} s away from the other ranks (another run?)"
+    warnings = [f"rank {r}: {why}; left out of the cross-rank figures (wait, transfer, skew, clock offsets, "
+                "stragglers, bus bandwidth)" for r, why in sorted(out.items())]
     return sorted(out), warnings
 
 

@@ -172,7 +172,7 @@ def test_a_rank_without_a_usable_clock_moves_no_other_rank():
     ts = TraceSet({0: table(rows(base)), 1: table(rows(0))}, infos, RunMetadata(world_size=2))
     d = analyze(ts).to_dict()
     (w,) = [w for w in d["warnings"] if "no usable clock" in w]
-    assert w.startswith("rank 1: no usable clock (its trace has no baseTimeNanoseconds (truncated")
+    assert w.startswith("rank 1: no usable clock: its trace has no baseTimeNanoseconds (truncated")
     assert d["clock_offsets"] == [] and d["stragglers"] == []
     assert all(c["wait_us"] is None and c["skew_us"] is None for c in d["collectives"])
     assert [c["rank"] for c in d["collectives"]] == [0, 1]  # both ranks' collectives are still listed
