@@ -130,7 +130,7 @@ def _candidates(table: EventTable, window: str | None, who: str,
         rows = np.flatnonzero(m & (table["device"] < 0))
         rows = rows[np.lexsort((-table["dur_ns"][rows], table["ts_ns"][rows]))]
         numbers = np.arange(len(rows), dtype=np.int64)
-        label = f"window {{}} ({window})"
+        label = f"the {window!r} instance at {{}} ns"  # by start: instance numbers change once nested ones merge
     if len(rows) == 0:
         return [], False
     starts, ends = table["ts_ns"][rows].astype(np.int64), table.end_ns[rows].astype(np.int64)
@@ -140,7 +140,8 @@ def _candidates(table: EventTable, window: str | None, who: str,
     out: list[_Window] = []
     nested = overlapping = 0
     for i in order.tolist():
-        w = _Window(int(numbers[i]), int(starts[i]), int(ends[i]), label.format(int(numbers[i])), [])
+        w = _Window(int(numbers[i]), int(starts[i]), int(ends[i]),
+                    label.format(int(starts[i]) if window is not None else int(numbers[i])), [])
         if out and w.start < out[-1].end:
             prev = out[-1]
             if w.end <= prev.end:  # an annotation nested in itself (a recursive forward) is part of its window

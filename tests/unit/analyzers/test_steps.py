@@ -206,3 +206,12 @@ def test_a_real_trace_whose_profiler_started_after_some_launches(tmp_path):
     assert any(w.startswith("rank 0: 40 device events have no launch record") for w in d["warnings"])
     same = {k: v for k, v in steps[0].items() if k != "orphan_device_events"}
     assert same == {k: v for k, v in intact["ranks"][0]["steps"][0].items() if k != "orphan_device_events"}
+
+
+def test_overlapping_window_instances_are_marked_by_their_start():
+    rows = [ev("ANNOTATION", 0, 50, name="f", stream=1), ev("ANNOTATION", 10, 5, name="f", stream=1),
+            ev("ANNOTATION", 40, 40, name="f", stream=1)]
+    plan = plan_steps(table(rows), RankInfo(0, 1), "f")
+    assert plan.ids.tolist() == [0, 1] and plan.host_end.tolist() == [40, 80]
+    assert plan.reasons == ("overlaps the 'f' instance at 40 ns (host window clipped at its start)",
+                            "overlaps the 'f' instance at 0 ns")
