@@ -253,8 +253,7 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
     dev_steps = set(np.unique(step[device & _device_kind(table)]).tolist())
     has_device = bool((device & _device_kind(table)).any())
     gpu_lost = info.truncated and not has_device and bool(info.device_properties)
-    launch = table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0)
-    launches = dict(zip(*np.unique(step[launch], return_counts=True)))
+    launches = dict(zip(*np.unique(step[_launch_calls(table)], return_counts=True)))
     calls, spans = _calls_and_spans(table, step) if info.truncated and not has_device else ({}, {})
     drift = any(spans.get(s, 0) < c for s, c in calls.items())
     for i, w in enumerate(windows):
@@ -273,6 +272,17 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
         elif drift and s in calls:
             w.reasons.append("communication spans were lost at the truncation: gloo spans take their call's step "
                              "in issue order, so no step's links can be trusted")
+
+
+_LAUNCH_WORDS = ("launch", "memcpy", "memset")  # cudaLaunchKernel, hipExtModuleLaunchKernel, cudaGraphLaunch, ...
+
+
+def _launch_calls(table: EventTable) -> np.ndarray:
+    """Runtime calls that put work on the device (not cudaStreamSynchronize, cudaGetDevice, ...)."""
+    rt = table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0)
+    ids = np.unique(table["name_id"][rt])
+    hits = [i for i in ids.tolist() if i >= 0 and any(w in table.strings[i].lower() for w in _LAUNCH_WORDS)]
+    return rt & np.isin(table["name_id"], np.array(hits, np.int32))
 
 
 _CALL_FAMILIES = ("c10d::", "tracekit:comm", "record_param_comms")

@@ -111,12 +111,15 @@ def test_a_device_event_more_than_a_second_past_the_last_step_is_dropped():
 
 def test_launches_without_device_activity_make_a_step_incomplete():
     rows = [ev("STEP", 0, 100, step=0, stream=1), ev("STEP", 100, 100, step=1, stream=1),
-            ev("RUNTIME", 10, 2, 0, stream=1, correlation=1), ev("KERNEL", 20, 30, 0, device=0, correlation=1),
-            ev("RUNTIME", 110, 2, 1, stream=1, correlation=2)]  # its kernel is not in the trace
+            ev("RUNTIME", 10, 2, 0, stream=1, correlation=1, name="cudaLaunchKernel"),
+            ev("KERNEL", 20, 30, 0, device=0, correlation=1), ev("STEP", 200, 100, step=2, stream=1),
+            ev("RUNTIME", 210, 2, 2, stream=1, correlation=4, name="cudaDeviceSynchronize"),  # a CPU-bound step
+            ev("RUNTIME", 110, 2, 1, stream=1, correlation=2, name="cudaLaunchKernel"),  # its kernel is not here
+            ev("RUNTIME", 60, 2, 0, stream=1, correlation=3, name="cudaStreamSynchronize")]  # not a launch
     r = rank_overlap(table(rows), GPU)
-    assert [s.complete for s in r.steps] == [True, False]
+    assert [s.complete for s in r.steps] == [True, False, True]
     assert r.steps[1].partial_reason == "its 1 launches have no device activity in the trace"
-    assert (r.totals.wall_ns, r.totals.compute_ns, r.totals.steps_left_out) == (100, 30, 1)
+    assert (r.totals.wall_ns, r.totals.compute_ns, r.totals.steps_left_out) == (200, 30, 1)
 
 
 def test_a_truncated_trace_marks_the_steps_its_cut_falls_in():
