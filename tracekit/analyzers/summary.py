@@ -37,7 +37,8 @@ def build_summary(traces: TraceSet, comm) -> dict:
     for r, rank in zip(sections["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
         r["truncated"] = traces.info(rank).truncated
     out.update(sections)
-    out["warnings"] = list(md.warnings) + [w for i in infos for w in i.warnings] + list(comm.warnings)
+    # the run's warnings hold the ranks' already (the loader copies them): each is listed once
+    out["warnings"] = list(dict.fromkeys([*md.warnings, *(w for i in infos for w in i.warnings), *comm.warnings]))
     return out
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import click
 
+from ._analysis import window_option
+
 
 @click.command()
 @click.argument("a")
 @click.argument("b")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0), help="call sites to show")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def diff(a, b, top, fmt):
+@window_option
+def diff(a, b, top, fmt, window):
     """Compare run A (before) with run B (after); each is a trace directory or a summary JSON."""
     import json
 
@@ -18,6 +21,6 @@ def diff(a, b, top, fmt):
     from ..gate.diff import render_text
     from ..reports.safe_text import printable
 
-    result = gate.diff(gate.load_summary(a), gate.load_summary(b), top=top)
+    result = gate.diff(gate.load_summary(a, window), gate.load_summary(b, window), top=top)
     text = json.dumps(result.to_dict(), indent=1) if fmt == "json" else printable(render_text(result), multiline=True)
     click.echo(text, nl=fmt == "json")
