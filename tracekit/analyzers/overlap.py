@@ -16,7 +16,7 @@ from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo
 from . import intervals as iv
 from .instances import Instances, instances_from_table
-from .steps import StepPlan, plan_steps
+from .steps import StepPlan, lost_every_device_event, plan_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +171,7 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
         plan = plan_steps(table, info)
         table = restep(table, plan)
     dev = info.device_type
-    if dev == "cpu" and info.truncated and info.device_properties:
+    if lost_every_device_event(info):
         dev = "cuda"  # a GPU trace whose device events were all lost at the cut is not a CPU-only run
     ids, ws, we = plan.ids, plan.start, plan.end
     step = table["step"].astype(np.int64)

@@ -252,7 +252,7 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
     ids = np.array([w.number for w in windows], np.int64)
     dev_steps = set(np.unique(step[device & _device_kind(table)]).tolist())
     has_device = bool((device & _device_kind(table)).any())
-    gpu_lost = info.truncated and not has_device and bool(info.device_properties)
+    gpu_lost = not has_device and lost_every_device_event(info)
     launches = dict(zip(*np.unique(step[_launch_calls(table)], return_counts=True)))
     calls, spans = _calls_and_spans(table, step) if info.truncated and not has_device else ({}, {})
     drift = any(spans.get(s, 0) < c for s, c in calls.items())
@@ -272,6 +272,13 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
         elif drift and s in calls:
             w.reasons.append("communication spans were lost at the truncation: gloo spans take their call's step "
                              "in issue order, so no step's links can be trusted")
+
+
+def lost_every_device_event(info: RankInfo) -> bool:
+    """A truncated trace that says it came from a GPU (device properties, or an NCCL-family backend) but kept no
+    device event: the cut took them all (Kineto writes device activity after the host events)."""
+    gpu = bool(info.device_properties) or any(b in info.backend.lower() for b in ("nccl", "rccl", "hccl", "xccl"))
+    return info.truncated and info.device_type == "cpu" and gpu
 
 
 _LAUNCH_WORDS = ("launch", "memcpy", "memset")  # cudaLaunchKernel, hipExtModuleLaunchKernel, cudaGraphLaunch, ...

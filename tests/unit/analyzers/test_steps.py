@@ -138,6 +138,10 @@ def test_a_truncated_gpu_trace_that_lost_every_device_event_is_not_a_cpu_run():
     r = rank_overlap(table(rows), info)
     assert r.device_type == "cuda" and r.steps[0].compute_ns == 0
     assert r.steps[0].partial_reason == "the truncated GPU trace lost every device event"
+    nccl = RankInfo(0, 1, backend="nccl", device_type="cpu", truncated=True, last_complete_ns=300)  # no properties
+    assert rank_overlap(table(rows), nccl).steps[0].partial_reason == "the truncated GPU trace lost every device event"
+    gloo = RankInfo(0, 1, backend="gloo", device_type="cpu", truncated=True, last_complete_ns=300)
+    assert rank_overlap(table(rows), gloo).steps[0].complete  # a CPU run cut after its last step
 
 
 def test_no_data_is_an_empty_window_error():
