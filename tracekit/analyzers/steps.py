@@ -248,25 +248,44 @@ def _span_end(table: EventTable, step: np.ndarray, ids: np.ndarray, host_end: np
 
 
 def _completeness(table, info: RankInfo, windows: list[_Window], step, device, end) -> None:
-    """Add the truncation and missing-device-work reasons to ``windows``."""
+    """Add the missing-device-work and truncation reasons to ``windows``."""
     ids = np.array([w.number for w in windows], np.int64)
     dev_steps = set(np.unique(step[device & _device_kind(table)]).tolist())
     has_device = bool((device & _device_kind(table)).any())
-    gpu_lost = not has_device and lost_every_device_event(info)
     launches = dict(zip(*np.unique(step[_launch_calls(table)], return_counts=True)))
-    calls, spans = _calls_and_spans(table, step) if info.truncated and not has_device else ({}, {})
+    for i, w in enumerate(windows):
+        n = int(launches.get(int(ids[i]), 0))
+        if has_device and n and int(ids[i]) not in dev_steps:
+            w.reasons.append(f"its {n} launches have no device activity in the trace")
+    if not info.truncated or info.activities_whole:  # the cut took only the metadata written after everything
+        return
+    if has_device or lost_every_device_event(info) or info.last_complete_ns < 0:
+        why = ("the trace is truncated and its ns timestamps could only be read rounded (the exact pass needs the "
+               "whole file)" if info.last_complete_ns < 0 else
+               "the truncated GPU trace lost every device event" if not has_device else
+               "the trace is truncated and Kineto writes device activity in flush order, not time order: any "
+               "step may have lost device events past the cut")
+        for w in windows:
+            w.reasons.append(why)
+        return
+    _cpu_truncation(table, info, windows, ids, step, end)
+
+
+def _cpu_truncation(table, info: RankInfo, windows: list[_Window], ids, step, end) -> None:
+    """A truncated CPU trace: Kineto writes each host thread's events as one time-ordered block, so the thread
+    the cut falls in lost its events after the cut (the last event kept, ``last_complete_ns``) and the threads
+    written after it lost everything; a gloo worker lost that way shows as collective calls without spans."""
+    calls, spans = _calls_and_spans(table, step)
     drift = any(spans.get(s, 0) < c for s, c in calls.items())
+    unchecked = bool(spans) and not calls
     for i, w in enumerate(windows):
         s = int(ids[i])
-        if info.truncated and info.last_complete_ns >= 0 and end[i] >= info.last_complete_ns:
+        if end[i] >= info.last_complete_ns:
             w.reasons.append("the trace was cut (truncated file) before the step's work ends")
-        if gpu_lost:
-            w.reasons.append("the truncated GPU trace lost every device event")
-        elif has_device and s not in dev_steps and (launches.get(s, 0) or info.truncated):
-            n = int(launches.get(s, 0))
-            w.reasons.append(f"its {n} launches have no device activity in the trace" if n
-                             else "no device activity (lost at the truncation)")
-        if spans.get(s, 0) != calls.get(s, spans.get(s, 0)):
+        if unchecked:
+            w.reasons.append("the trace is truncated and has no collective calls to check its communication spans "
+                             "against (a worker thread's spans may be lost whole)")
+        elif spans.get(s, 0) != calls.get(s, spans.get(s, 0)):
             w.reasons.append(f"{calls[s]} collective calls but {spans.get(s, 0)} communication spans (lost at the "
                              "truncation)")
         elif drift and s in calls:

@@ -48,6 +48,7 @@ class RankInfo:
     warnings: tuple[str, ...] = ()
     truncated: bool = False  # the file was cut short and salvaged: events past the cut are lost
     last_complete_ns: int = -1  # when truncated: the time of the last event kept (the loader's time base)
+    activities_whole: bool = False  # when truncated: the cut fell in the metadata written after every activity
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +58,7 @@ class RankInfo:
             "trace_id": self.trace_id, "nccl_version": self.nccl_version, "host_name": self.host_name,
             "generation": dict(self.generation), "warnings": list(self.warnings),
             "truncated": self.truncated, "last_complete_ns": self.last_complete_ns,
+            "activities_whole": self.activities_whole,
         }
 
     @classmethod
@@ -70,6 +72,7 @@ class RankInfo:
             nccl_version=d.get("nccl_version", ""), host_name=d.get("host_name", ""),
             generation=dict(d.get("generation", {})), warnings=tuple(d.get("warnings", ())),
             truncated=bool(d.get("truncated", False)), last_complete_ns=int(d.get("last_complete_ns", -1)),
+            activities_whole=bool(d.get("activities_whole", False)),
         )
 
 

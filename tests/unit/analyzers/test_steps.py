@@ -122,13 +122,41 @@ def test_launches_without_device_activity_make_a_step_incomplete():
     assert (r.totals.wall_ns, r.totals.compute_ns, r.totals.steps_left_out) == (200, 30, 1)
 
 
-def test_a_truncated_trace_marks_the_steps_its_cut_falls_in():
+def test_a_truncated_cpu_trace_marks_the_steps_its_cut_falls_in():
+    rows = [ev("STEP", 0, 100, step=0, stream=1), ev("STEP", 100, 100, step=1, stream=1),
+            ev("CPU_OP", 20, 30, 0, stream=1), ev("CPU_OP", 120, 30, 1, stream=1)]
+    info = RankInfo(0, 1, device_type="cpu", truncated=True, last_complete_ns=150)
+    r = rank_overlap(table(rows), info)
+    assert [s.complete for s in r.steps] == [True, False]
+    assert r.steps[1].partial_reason == "the trace was cut (truncated file) before the step's work ends"
+
+
+def test_a_truncated_cpu_trace_that_lost_a_gloo_worker_marks_every_step_with_calls():
+    rows = [ev("STEP", 0, 100, step=0, stream=1), ev("STEP", 100, 100, step=1, stream=1)]
+    for st in (0, 1):  # two calls a step; the worker threads 98 and 99 run one span each ...
+        rows += [ev("CPU_COMM_OP", 100 * st + 10, 5, st, stream=1, name="c10d::allreduce_"),
+                 ev("CPU_COMM_OP", 100 * st + 30, 5, st, stream=1, name="c10d::allreduce_"),
+                 ev("COMM", 100 * st + 12, 10, st, stream=98, name="gloo:all_reduce", **COMM)]
+    rows.append(ev("COMM", 32, 10, 0, stream=99, name="gloo:all_reduce", **COMM))  # ... but 99 was cut in step 0
+    info = RankInfo(0, 1, device_type="cpu", truncated=True, last_complete_ns=32)
+    r = rank_overlap(table(rows), info)
+    assert [s.complete for s in r.steps] == [False, False]
+    assert "2 collective calls but 1 communication spans" in r.steps[1].partial_reason
+    whole = RankInfo(0, 1, device_type="cpu", truncated=True, last_complete_ns=10**6, activities_whole=True)
+    assert all(s.complete for s in rank_overlap(table(rows), whole).steps)  # only the metadata trailer was cut
+
+
+def test_a_truncated_gpu_trace_has_no_complete_step_unless_only_its_trailer_was_cut():
+    """Kineto writes device activity in CUPTI flush order: a step's kernels can come after a later step's (seen
+    in pp-sendrecv-128rank-rank0: step 551's tail after step 552), so no cut time bounds what was lost."""
     rows = [ev("STEP", 0, 100, step=0, stream=1), ev("STEP", 100, 100, step=1, stream=1),
             ev("KERNEL", 20, 30, 0, device=0), ev("KERNEL", 120, 30, 1, device=0)]
     info = RankInfo(0, 1, device_type="cuda", truncated=True, last_complete_ns=150)
     r = rank_overlap(table(rows), info)
-    assert [s.complete for s in r.steps] == [True, False]
-    assert "truncated" in r.steps[1].partial_reason
+    assert [s.complete for s in r.steps] == [False, False]
+    assert "flush order, not time order" in r.steps[0].partial_reason
+    trailer = RankInfo(0, 1, device_type="cuda", truncated=True, last_complete_ns=150, activities_whole=True)
+    assert [s.complete for s in rank_overlap(table(rows), trailer).steps] == [True, True]
 
 
 def test_a_truncated_gpu_trace_that_lost_every_device_event_is_not_a_cpu_run():

@@ -104,25 +104,24 @@ def _check(path, *args) -> tuple[int, dict]:
 
 
 def _worse_baseline(intact: dict, path: Path) -> Path:
-    """The intact summary with half its exposed communication: the intact run regresses against it."""
+    """The intact summary with steps half as long: the intact run regresses against it (--metric wall_us)."""
     b = copy.deepcopy(intact)
     for r in b["ranks"]:
         for row in r["steps"]:
-            row["exposed_comm_us"] /= 2
-    for c in b["collectives"]:
-        c["exposed_us"] /= 2
+            row["wall_us"] /= 2
     path.write_text(json.dumps(b))
     return path
 
 
 def _sweep_single(tmp_path, src: str, rank: int) -> list[tuple]:
     intact = summary(src)
+    rank = intact["ranks"][0]["rank"]
     assert all(row["complete"] for row in steps_of(intact, rank).values())
     budgets = [a for b in _failing_budgets(intact) for a in ("--budget", b)]
     base = _worse_baseline(intact, tmp_path / "baseline.json")
     code, _ = _check(src, *budgets)
     assert code == 1
-    assert _check(src, "--baseline", str(base), "--metric", "exposed_comm_us")[0] == 1
+    assert _check(src, "--baseline", str(base), "--metric", "wall_us")[0] == 1
     raw = inflated(src)
     figures = []
     for frac in CUTS:
@@ -136,17 +135,20 @@ def _sweep_single(tmp_path, src: str, rank: int) -> list[tuple]:
             code, verdict = _check(cut, *budgets)
             assert code == 1 and not verdict["passed"], (frac, gz)
             assert any("truncated" in w for w in verdict["warnings"])
-            assert _check(cut, "--baseline", str(base), "--metric", "exposed_comm_us")[0] == 1
+            assert _check(cut, "--baseline", str(base), "--metric", "wall_us")[0] == 1
             code, verdict = _check(cut, *budgets, "--allow-partial")  # the complete steps alone still fail
             assert code == 1 or not complete
             figures.append((frac, gz, complete, partial))
     return figures
 
 
-def test_gpu_trace_cut_anywhere(tmp_path):
-    figures = _sweep_single(tmp_path, GPU, 0)
-    by_cut = {(f, gz): (c, p) for f, gz, c, p in figures}
-    assert by_cut[(0.99, True)] == ([4, 5], [6]) and by_cut[(0.3, False)][0] == []  # measured: see the report
+@pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0.json.gz", "pp-sendrecv-128rank-rank0.json.gz",
+                                  "single-rank-nocomm-nsresolution.json.gz"])
+def test_gpu_trace_cut_anywhere(tmp_path, name):
+    """pp-sendrecv writes step 551's last kernels after step 552's: a rule by cut time would call 551 complete
+    with half its communication; the ns-resolution trace loses its exact timestamps with the end of the file."""
+    figures = _sweep_single(tmp_path, gpu_trace(name), 0)
+    assert all(not complete for _, _, complete, _ in figures)  # a cut GPU trace holds no step for sure
 
 
 def test_gloo_trace_cut_anywhere(tmp_path, gloo_run):
