@@ -14,10 +14,14 @@ holds all of a step's work. The rules, in the order they apply:
 - Host events belong to the window they start in; device events to the step of the launch that the
   correlation id names; device events without a launch record in the trace (launched before the profiler
   started) are placed by the window their start falls in and counted per step (``orphan_device_events``).
-- A device event that starts more than a second after the last step's host window is dropped (counted).
-- A step's device span runs from its window start to the end of its last event (at least its host window end).
-- Incomplete: the trace was truncated and ends before the step's span does, or the step has no device activity
-  although it launched work (or the truncated trace lost all of it), or the windows overlap or nest (above).
+- A device event of a step that starts more than a second after the last step's host window is dropped
+  (counted): a corrupt timestamp, not the step's work.
+- A step's device span runs from its window start to the end of its last device activity (at least its host
+  window end).
+- Incomplete: the step launched work and none of it is in the trace; the windows overlap or nest (above); or
+  the trace is truncated and cannot be shown to hold the step whole: a truncated GPU trace never can (Kineto
+  writes device activity in flush order, not time order), a CPU trace by the per-thread blocks Kineto writes
+  (``_cpu_truncation``). A cut that took only the metadata trailer loses nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class StepPlan:
     ids: np.ndarray  # step number per window, in time order
     start: np.ndarray  # host window start (ns)
     host_end: np.ndarray  # host window end (clipped at the next window's start where two overlap)
-    end: np.ndarray  # device span end: max(host end, end of the step's last event)
+    end: np.ndarray  # device span end: max(host end, end of the step's last device activity)
     step: np.ndarray  # each event's step, -1 outside every window
     keep: np.ndarray  # rows the analysis keeps (False: a device event dropped as far past the last step)
     reasons: tuple[str, ...]  # per window: "" when complete, else why the trace does not hold it whole
@@ -90,7 +94,7 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
         step, orphan_rows = _device_steps(table, step, device, starts, host_end, ids)
     orphan_rows &= table["device"] >= 0  # only real device events count as orphans
     keep = np.ones(n, dtype=bool)
-    late = device & (ts > host_end.max() + LATE_NS)
+    late = device & (step != ABSENT) & (ts > host_end.max() + LATE_NS)  # counted in a step, absurdly late
     if late.any():
         keep &= ~late
         step = np.where(late, ABSENT, step)
