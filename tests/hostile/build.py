@@ -168,9 +168,17 @@ def run_inproc(cmds: dict[str, list[str]], cache_dir: Path, timeout: int = TIMEO
     return results
 
 
-_MEASURED = ("import atexit, resource, runpy, sys\n"
+# VmHWM: the peak of this process's own memory since its exec. ru_maxrss would also count the parent's pages at
+# fork time (a pytest process grown to 1 GB makes every child look 1 GB).
+_MEASURED = ("import atexit, runpy, sys\n"
              "out = sys.argv.pop(1)\n"
-             "atexit.register(lambda: open(out, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+             "def peak():\n"
+             "    for line in open('/proc/self/status'):\n"
+             "        if line.startswith('VmHWM:'):\n"
+             "            return line.split()[1]\n"
+             "    import resource\n"
+             "    return str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+             "atexit.register(lambda: open(out, 'w').write(peak()))\n"
              "sys.argv[0] = 'tracekit'\n"
              "runpy.run_module('tracekit', run_name='__main__')\n")
 

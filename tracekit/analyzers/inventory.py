@@ -27,13 +27,17 @@ class Inventory:
         return {"world_size": self.world_size, "ranks": list(self.ranks), "warnings": list(self.warnings)}
 
 
-def describe(ts: TraceSet, rules: RuleSet | None = None) -> Inventory:
+def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = None) -> Inventory:
+    """``window``: list the instances of that annotation as the steps (as ``analyze --window`` takes them)."""
+    from .steps import plan_steps
+
     rules = rules or RuleSet()
     ranks = []
     for rank, t in ts:
         info = ts.info(rank)
         kinds = Counter(K(k).name.lower() for k in t["kind"].tolist())
-        steps = sorted(set(t["step"][t.mask_kind(K.STEP)].tolist()))
+        steps = sorted(set(t["step"][t.mask_kind(K.STEP)].tolist())) if window is None else \
+            plan_steps(t, info, window).ids.tolist()
         dev = t.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET, K.SYNC) & (t["device"] >= 0)
         streams = sorted(set(zip(t["device"][dev].tolist(), t["stream"][dev].tolist())))
         comm = t.mask_kind(K.COMM)
@@ -52,5 +56,6 @@ def describe(ts: TraceSet, rules: RuleSet | None = None) -> Inventory:
             "streams": [f"{d}:{s}" for d, s in streams], "comm_by_library": dict(by_rule),
             "collectives": dict(ops), "process_groups": [pg.to_dict() for pg in info.process_groups],
             "generation": dict(info.generation), "span_ns": span, "warnings": list(info.warnings),
+            "truncated": info.truncated,
         })
     return Inventory(ts.metadata.world_size, tuple(ranks), tuple(ts.metadata.warnings))

@@ -8,7 +8,7 @@ communication against *all* compute: hidden_N = |C_N ∩ K|. Wall and idle are t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,12 +16,13 @@ from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo
 from . import intervals as iv
 from .instances import Instances, instances_from_table
+from .steps import StepPlan, lost_every_device_event, plan_steps
 
 
 @dataclass(frozen=True, slots=True)
 class StepOverlap:
     step: int | None  # None for a rank's totals
-    wall_ns: int
+    wall_ns: int  # the step's time: its device span (window start -> end of its last device activity)
     compute_ns: int
     comm_ns: int
     hidden_comm_ns: int
@@ -30,28 +31,42 @@ class StepOverlap:
     memcpy_ns: int
     memset_ns: int
     multi_stream_comm_ns: int
+    host_wall_ns: int = 0  # the host window (ProfilerStep or --window annotation)
+    orphan_device_events: int = 0  # device events without a launch record placed in the step by time
+    complete: bool = True
+    partial_reason: str = ""
+    steps_left_out: int = 0  # totals only: incomplete steps not summed
 
     @property
     def overlap_ratio(self) -> float:
         return self.hidden_comm_ns / self.comm_ns if self.comm_ns else 0.0
 
     def to_dict(self) -> dict:
-        d = {} if self.step is None else {"step": self.step}
+        d: dict = {} if self.step is None else {"step": self.step}
         for key in ("wall", "compute", "comm", "hidden_comm", "exposed_comm"):
             d[f"{key}_us"] = getattr(self, f"{key}_ns") / 1e3
         d["overlap_ratio"] = self.overlap_ratio
-        for key in ("idle", "memcpy", "memset", "multi_stream_comm"):
+        for key in ("idle", "memcpy", "memset", "multi_stream_comm", "host_wall"):
             d[f"{key}_us"] = getattr(self, f"{key}_ns") / 1e3
+        d["orphan_device_events"] = self.orphan_device_events
+        if self.step is None:
+            d["steps_left_out"] = self.steps_left_out
+        else:
+            d["complete"] = self.complete
+            if not self.complete:
+                d["partial_reason"] = self.partial_reason
         return d
 
     @staticmethod
     def total(steps: tuple[StepOverlap, ...]) -> StepOverlap:
-        sums = [sum(getattr(s, f) for s in steps) for f in _ADDITIVE]
-        return StepOverlap(None, *sums)
+        """Sums over the complete steps; the incomplete ones are counted in ``steps_left_out``."""
+        whole = [s for s in steps if s.complete]
+        sums = {f: sum(getattr(s, f) for s in whole) for f in _ADDITIVE}
+        return StepOverlap(None, steps_left_out=len(steps) - len(whole), **sums)
 
 
 _ADDITIVE = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",
-             "memset_ns", "multi_stream_comm_ns")
+             "memset_ns", "multi_stream_comm_ns", "host_wall_ns", "orphan_device_events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,11 @@ class RankOverlap:
     streams: tuple[StreamOverlap, ...]
     instances: Instances
     warnings: tuple[str, ...] = ()
+    plan: StepPlan | None = field(default=None, repr=False, compare=False)  # the resolved step windows
+
+    @property
+    def complete_steps(self) -> tuple[StepOverlap, ...]:
+        return tuple(s for s in self.steps if s.complete)
 
     def ratio_over(self, steps) -> float:
         """The overlap ratio over a subset of steps (e.g. all but the last, as HTA analyses)."""
@@ -115,21 +135,6 @@ def _kind_union(table: EventTable, *kinds: EventKind) -> iv.Intervals:
     return iv.union(table["ts_ns"][rows], table.end_ns[rows])
 
 
-def _windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(step ids, window starts, window ends, each event's step) -- one window of the whole trace if the
-    trace has no ProfilerStep."""
-    m = table.mask_kind(EventKind.STEP)
-    if m.any():
-        ids, ws, we = table["step"][m].astype(np.int64), table["ts_ns"][m], table.end_ns[m]
-        _, first = np.unique(ids, return_index=True)  # a step id seen twice (two threads): keep the first
-        order = first[np.argsort(ws[first], kind="stable")]
-        return ids[order], ws[order], we[order], table["step"].astype(np.int64)
-    if len(table) == 0:
-        return np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
-    lo, hi = int(table["ts_ns"].min()), int(table.end_ns.max())
-    return np.array([-1]), np.array([lo]), np.array([hi]), np.full(len(table), -1, np.int64)
-
-
 def _per_step(table, mask, step, ids, minus: iv.Intervals | None = None, against: iv.Intervals | None = None):
     """Per step: |union of the step's events| (minus ``minus``) and, if given, its overlap with ``against``."""
     rows = np.flatnonzero(mask)
@@ -159,10 +164,18 @@ def _multi_stream(table, comm, step, ids) -> np.ndarray:
     return iv.sum_by_key(g2, e2 - s2, ids)
 
 
-def rank_overlap(table: EventTable, info: RankInfo) -> RankOverlap:
+def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None) -> RankOverlap:
+    """Per-step and per-stream overlap of one rank. ``table`` is the analysis' table (``plan.step`` as its
+    step column, the rows ``plan.keep`` only): see ``restep``."""
+    if plan is None:
+        plan = plan_steps(table, info)
+        table = restep(table, plan)
     dev = info.device_type
-    ids, ws, we, step = _windows(table)
-    in_steps = np.isin(step, ids)
+    if lost_every_device_event(info):
+        dev = "cuda"  # a GPU trace whose device events were all lost at the cut is not a CPU-only run
+    ids, ws, we = plan.ids, plan.start, plan.end
+    step = table["step"].astype(np.int64)
+    in_steps = np.isin(step, ids) if len(ids) else np.zeros(len(table), bool)
     comm = table.mask_kind(EventKind.COMM) & in_steps
     k = compute_union(table, dev)
     comm_ns, hidden_ns = _per_step(table, comm, step, ids, against=k)
@@ -171,20 +184,37 @@ def rank_overlap(table: EventTable, info: RankInfo) -> RankOverlap:
     memset_ns, _ = _per_step(table, table.mask_kind(EventKind.MEMSET) & in_steps, step, ids)
     busy = iv.merge(k, _kind_union(table, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET))
     wall = we - ws
-    idle = wall - iv.length_in_windows(busy, ws, we)
+    idle = wall - iv.length_in_windows(busy, ws, we) if len(ids) else wall
     multi = _multi_stream(table, comm, step, ids)
+    host_wall = plan.host_end - ws
     steps = tuple(
         StepOverlap(int(ids[i]), int(wall[i]), int(compute_ns[i]), int(comm_ns[i]), int(hidden_ns[i]),
-                    int(comm_ns[i] - hidden_ns[i]), int(idle[i]), int(memcpy_ns[i]), int(memset_ns[i]), int(multi[i]))
+                    int(comm_ns[i] - hidden_ns[i]), int(idle[i]), int(memcpy_ns[i]), int(memset_ns[i]), int(multi[i]),
+                    int(host_wall[i]), int(plan.orphans[i]), not plan.reasons[i], plan.reasons[i])
         for i in range(len(ids)))
     all_comm = table.mask_kind(EventKind.COMM)
-    warnings = []
+    warnings = list(plan.warnings)
     outside = int((all_comm & ~in_steps).sum())
     if outside:
         warnings.append(f"rank {info.rank}: {outside} communication events outside every ProfilerStep are left "
                         "out of the per-step figures")
+    left_out = [s for s in steps if not s.complete]
+    if left_out:
+        warnings.append(f"rank {info.rank}: {len(left_out)} of {len(steps)} steps are incomplete and left out of "
+                        f"the totals ({_step_reasons(left_out)})")
     return RankOverlap(info.rank, dev, steps, StepOverlap.total(steps), _streams(table, comm, k),
-                       instances_from_table(table, info.rank, k), tuple(warnings))
+                       instances_from_table(table, info.rank, k), tuple(warnings), plan)
+
+
+def restep(table: EventTable, plan: StepPlan) -> EventTable:
+    """The table the analysis sees: the plan's step column, without the rows it drops."""
+    out = table.with_columns(step=plan.step)
+    return out if plan.keep.all() else out.select(plan.keep)
+
+
+def _step_reasons(steps) -> str:
+    shown = [f"step {s.step}: {s.partial_reason}" for s in steps[:3]]
+    return "; ".join(shown) + (f"; ... {len(steps) - 3} more" if len(steps) > 3 else "")
 
 
 def _streams(table, comm, k) -> tuple[StreamOverlap, ...]:

@@ -8,6 +8,7 @@ from typing import Any
 from ..model.traceset import TraceSet
 from .base import Analyzer
 from .memory_run import ActivationMemoryAnalyzer
+from .overlap import restep
 from .run import Analysis, CommAnalyzer
 
 ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer())
@@ -25,7 +26,9 @@ def analyze(traces: TraceSet, **options) -> Analysis:
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    return Analysis(traces, comm, activation.comparison)
+    plans = {r.rank: r.plan for r in comm.ranks if r.plan is not None}  # the steps as the analysis resolved them
+    analysed = traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces})
+    return Analysis(analysed, comm, activation.comparison)
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -14,7 +14,8 @@ from .collectives import CrossRank, cross_rank
 from .dimensions import dimension_map
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .memory import ActivationComparison
-from .overlap import RankOverlap, rank_overlap
+from .overlap import RankOverlap, rank_overlap, restep
+from .steps import plan_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,8 @@ class CommOptions:
     dim_map: tuple[str, ...] = ()  # "PATTERN=DIM" overrides of the group -> dimension rules
     align_clocks: bool = True
     top_unrecognised: int = 10
+    window: str | None = None  # an annotation name or glob whose instances are the steps (default ProfilerStep)
+    allow_empty: bool = False  # return a result without complete steps instead of raising EmptyWindowError
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +55,95 @@ class CommAnalyzer:
     def run(self, traces: TraceSet, options: CommOptions = CommOptions()) -> CommResult:
         if len(traces) == 0:
             raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
+        traces, ranks = analysed_ranks(traces, options.window)
+        _require_steps(traces, ranks, options)
         dims = dimension_map(traces, options.dim_map)
-        ranks = tuple(rank_overlap(table, traces.info(r)) for r, table in traces)
         inst = Instances.concat([r.instances for r in ranks])
         inst = inst.with_columns(dimension=_dimensions(dims, inst))
         multi = len(traces) > 1
-        cross = cross_rank(inst, traces.ranks, options.align_clocks if multi else False)
+        clockless, clock_warnings = clockless_ranks(traces)
+        usable = [r for r in traces.ranks if r not in clockless]
+        cross = cross_rank(inst.select(~np.isin(inst["rank"], clockless)), usable,
+                           options.align_clocks if len(usable) > 1 else False)
+        if clockless:
+            cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
         unrec = _merge_unrecognised([unrecognised_kernels(t, options.top_unrecognised) for _, t in traces],
                                     options.top_unrecognised)
-        warnings = tuple(w for r in ranks for w in r.warnings) + cross.mismatches
+        warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches
         return CommResult(ranks, cross, unrec, multi, warnings)
+
+
+def analysed_ranks(traces: TraceSet, window: str | None = None) -> tuple[TraceSet, tuple[RankOverlap, ...]]:
+    """Resolve each rank's steps (tracekit.analyzers.steps) and measure them. The TraceSet returned carries the
+    tables as the analysis saw them (resolved step column, dropped rows gone)."""
+    tables, ranks = {}, []
+    for r, table in traces:
+        plan = plan_steps(table, traces.info(r), window)
+        tables[r] = restep(table, plan)
+        ranks.append(rank_overlap(tables[r], traces.info(r), plan))
+    return traces.with_tables(tables), tuple(ranks)
+
+
+def _require_steps(traces: TraceSet, ranks: tuple[RankOverlap, ...], options: CommOptions) -> None:
+    """No data is not success: without a complete step anywhere, EmptyWindowError (unless allowed)."""
+    if options.allow_empty or any(r.complete_steps for r in ranks):
+        return
+    what = f"no instance of --window {options.window!r}" if options.window else "no step"
+    if any(r.steps for r in ranks):
+        n = sum(len(r.steps) for r in ranks)
+        reason = next(s.partial_reason for r in ranks for s in r.steps)
+        raise EmptyWindowError(f"analyze: all {n} steps of {_sources(traces)} are incomplete ({reason}); nothing "
+                               "whole to measure: re-export the trace or profile more steps")
+    raise EmptyWindowError(f"analyze: {what} and no events to measure in {_sources(traces)}; was the profiler "
+                           "active (or is the --window name right)?")
+
+
+def _sources(traces: TraceSet) -> str:
+    srcs = [traces.info(r).source or f"rank {r}" for r in traces.ranks]
+    return ", ".join(srcs[:3]) + (f" and {len(srcs) - 3} more" if len(srcs) > 3 else "")
+
+
+def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
+    """Ranks whose clock cannot be put beside the others': the trace lost its ``baseTimeNanoseconds`` (a
+    truncated file: Kineto writes it after the events) while other ranks have one, or it starts more than an
+    hour away from the other ranks (another run); and truncated ranks, whose lost collectives would move their
+    peers' figures. They are left out of every cross-rank figure, as if not loaded."""
+    if len(traces) < 2:
+        return [], []
+    infos = {r: traces.info(r) for r in traces.ranks}
+    with_base = [r for r, i in infos.items() if i.base_time_ns]
+    out: dict[int, str] = {}
+    if with_base:
+        for r, i in infos.items():
+            if not i.base_time_ns:
+                out[r] = ("no usable clock: its trace has no baseTimeNanoseconds (truncated: it comes after the "
+                          "events)" if i.truncated else
+                          "no usable clock: its trace has no baseTimeNanoseconds while the others have one")
+    for r, i in infos.items():
+        if i.truncated and r not in out:
+            out[r] = ("truncated trace: the collectives it lost would leave its peers' instances unmatched and "
+                      "shift the clock estimate")
+    starts = {r: int(t["ts_ns"].min()) for r, t in traces if len(t) and r not in out}
+    if len(starts) >= 2:
+        mid = float(np.median(list(starts.values())))
+        for r, t0 in starts.items():
+            if abs(t0 - mid) > 3600e9:
+                out[r] = f"no usable clock: it starts {abs(t0 - mid) / 1e9:.0f} s away from the other ranks (another run?)"
+    warnings = [f"rank {r}: {why}; left out of the cross-rank figures (wait, transfer, skew, clock offsets, "
+                "stragglers, bus bandwidth)" for r, why in sorted(out.items())]
+    return sorted(out), warnings
+
+
+def _unmatched(matched: Instances, rest: Instances) -> Instances:
+    """``rest`` with the cross-rank columns of ``matched`` left empty (NaN, match -1), appended to it."""
+    n = len(rest)
+    cols = dict(rest.columns)
+    for k in matched.columns:
+        if k not in cols:
+            cols[k] = np.full(n, -1, np.int64) if k == "match_id" else np.full(n, np.nan)
+    for k in ("wait_ns", "transfer_ns"):
+        cols[k] = np.full(n, np.nan)
+    return Instances.concat([matched, Instances({k: cols[k] for k in matched.columns})])
 
 
 def _dimensions(dims, inst: Instances) -> np.ndarray:
@@ -125,7 +207,7 @@ class Analysis:
         from .timeline_record import comm_pieces, pieces_us, us
 
         info = self.traces.info(rank)
-        hidden, exposed = comm_pieces(self.traces.table(rank), info)
+        hidden, exposed = comm_pieces(self.traces.table(rank), info, self.comm.rank(rank).plan)
         inst = self.comm.instances
         m = inst["rank"] == rank
         base = info.base_time_ns

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
@@ -28,31 +29,53 @@ def build_summary(traces: TraceSet, comm) -> dict:
     infos = [traces.info(r) for r in traces.ranks]
     md = traces.metadata
     run = {"world_size": md.world_size, "backend": md.backend or (infos[0].backend if infos else ""),
-           "device_type": infos[0].device_type if infos else "cpu", "layout": dict(md.layout),
+           "device_type": _device_type(comm, infos), "layout": dict(md.layout),
            "workload": md.manifest.get("workload") or None, "ranks": traces.ranks,
            "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
     out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
-    out.update(comm_sections(comm))
-    out["warnings"] = list(md.warnings) + [w for i in infos for w in i.warnings] + list(comm.warnings)
+    sections = comm_sections(comm)
+    for r, rank in zip(sections["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
+        r["truncated"] = traces.info(rank).truncated
+    out.update(sections)
+    # the run's warnings hold the ranks' already (the loader copies them): each is listed once
+    out["warnings"] = list(dict.fromkeys([*md.warnings, *(w for i in infos for w in i.warnings), *comm.warnings]))
     return out
+
+
+def _device_type(comm, infos) -> str:
+    """The run's device type as the analysis took it (a GPU trace whose device events were all lost at a
+    truncation is still a GPU run, not a CPU-only one)."""
+    if comm.ranks:
+        return comm.ranks[0].device_type
+    return infos[0].device_type if infos else "cpu"
 
 
 def comm_sections(comm) -> dict:
     df = instances_frame(comm)
+    whole = df[complete_rows(comm, df)]  # aggregates, like the totals, cover the complete steps only
+    wait = whole.groupby("rank")["wait_ns"].sum(min_count=1)
     ranks = []
     for r in comm.ranks:
         d = r.to_dict()
-        d["wait_us"] = _us(comm.cross.wait_by_rank_ns.get(r.rank, math.nan)) if comm.multi_rank else None
+        d["wait_us"] = _us(wait.get(r.rank, math.nan)) if comm.multi_rank else None
         ranks.append(d)
     return {
         "ranks": ranks,
-        "by_dimension": _by_dimension(df),
-        "by_process_group": _by_group(df),
+        "by_dimension": _by_dimension(whole),
+        "by_process_group": _by_group(whole),
         "collectives": _collectives(df, comm.multi_rank),
         "clock_offsets": [o.to_dict() for o in comm.cross.offsets],
         "stragglers": [s.to_dict() for s in comm.cross.stragglers],
         "unrecognised_kernels": [k.to_dict() for k in comm.unrecognised],
     }
+
+
+def complete_rows(comm, df: pd.DataFrame):
+    """Which instances belong to a complete step of their rank."""
+    keys = {(r.rank, s.step) for r in comm.ranks for s in r.steps if s.complete}
+    if df.empty:
+        return np.zeros(0, bool)
+    return np.array([(int(a), int(b)) in keys for a, b in zip(df["rank"], df["step"])], dtype=bool)
 
 
 def instances_frame(comm) -> pd.DataFrame:

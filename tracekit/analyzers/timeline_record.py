@@ -19,7 +19,8 @@ from ..formats.contract import TIMELINE_SCHEMA
 from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo, TraceSet
 from . import intervals as iv
-from .overlap import RankOverlap, _windows, compute_union
+from .overlap import RankOverlap, compute_union
+from .steps import StepPlan, plan_steps
 
 CATEGORIES = ("compute", "hidden", "exposed")
 
@@ -77,10 +78,12 @@ def clip(u: iv.Intervals, lo: int, hi: int) -> iv.Intervals:
     return iv.intersect(u, iv.union([lo], [hi]))
 
 
-def step_timeline(table: EventTable, info: RankInfo, step: int) -> RankTimeline:
-    """The device's time inside the ProfilerStep window of ``step``: all compute and all communication that
-    runs in it, whichever step launched it (the per-step figures count by launch; see docs/report-inputs.md)."""
-    ids, ws, we, _ = _windows(table)
+def step_timeline(table: EventTable, info: RankInfo, step: int, plan: StepPlan | None = None) -> RankTimeline:
+    """The device's time inside the host window of ``step`` (the windows tile the time axis): all compute and
+    all communication that runs in it, whichever step launched it (the per-step figures count by launch; see
+    docs/report-inputs.md)."""
+    plan = plan if plan is not None else plan_steps(table, info)
+    ids, ws, we = plan.ids, plan.start, plan.host_end
     hit = np.flatnonzero(ids == step)
     if not len(hit):
         raise KeyError(f"rank {info.rank}: no step {step}")
@@ -91,11 +94,12 @@ def step_timeline(table: EventTable, info: RankInfo, step: int) -> RankTimeline:
                         clip(exposed, lo, hi))
 
 
-def comm_pieces(table: EventTable, info: RankInfo) -> tuple[iv.Intervals, iv.Intervals]:
-    """Hidden and exposed pieces over all steps: C is the communication the per-step figures count (launched in
-    a ProfilerStep, or everything without one), so their lengths are the rank's summary totals whenever the
+def comm_pieces(table: EventTable, info: RankInfo, plan: StepPlan | None = None) -> tuple[iv.Intervals, iv.Intervals]:
+    """Hidden and exposed pieces over all complete steps: C is the communication the totals count (launched in
+    a complete step, or everything without steps), so their lengths are the rank's summary totals whenever the
     steps' communication unions do not overlap each other."""
-    ids, _, _, _ = _windows(table)
+    plan = plan if plan is not None else plan_steps(table, info)
+    ids = plan.ids[plan.complete] if len(plan) else plan.ids
     return split(comm_union(table, ids), compute_union(table, info.device_type))
 
 
@@ -111,22 +115,25 @@ def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
     wall time over the ranks, so ranks line up and a straggler shows), else each rank's median-wall step."""
     walls: dict[int, list[int]] = {}
     for r in ranks:
-        for s in r.steps:
-            walls.setdefault(s.step, []).append(s.wall_ns)
+        for s in r.complete_steps or r.steps:
+            if s.step is not None:
+                walls.setdefault(s.step, []).append(s.host_wall_ns or s.wall_ns)
     common = {s: w for s, w in walls.items() if len(w) == len(ranks)}
     if common:
         pick = median_step(common)
         return {r.rank: pick for r in ranks}
     out = {}
     for r in ranks:
-        order = sorted(r.steps, key=lambda s: (s.wall_ns, s.step))
-        if order:
-            out[r.rank] = order[len(order) // 2].step
+        by_wall = sorted(r.complete_steps or r.steps, key=lambda s: (s.host_wall_ns or s.wall_ns, s.step or 0))
+        median = by_wall[len(by_wall) // 2].step if by_wall else None
+        if median is not None:
+            out[r.rank] = median
     return out
 
 
 def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...]) -> dict:
     """The ``tracekit.timeline/1`` record for the report."""
     picks = representative_steps(ranks)
-    out = [step_timeline(traces.table(r), traces.info(r), s).to_dict() for r, s in sorted(picks.items())]
+    plans = {r.rank: r.plan for r in ranks}
+    out = [step_timeline(traces.table(r), traces.info(r), s, plans.get(r)).to_dict() for r, s in sorted(picks.items())]
     return {"schema": TIMELINE_SCHEMA, "ranks": out}

@@ -13,21 +13,30 @@ from .common import build_load_options, load_options
 
 
 def analysis_options(f):
-    """The loader options plus --dim-map and --no-align-clocks."""
+    """The loader options plus --dim-map, --no-align-clocks and --window."""
+    f = window_option(f)
     f = click.option("--no-align-clocks", is_flag=True, help="Do not correct clock offsets between ranks.")(f)
     f = click.option("--dim-map", multiple=True, metavar="PATTERN=DIM",
                      help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).")(f)
     return load_options(f)
 
 
-def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None, **load_kw):
+def window_option(f):
+    """--window NAME: the instances of a user annotation are the steps (exact name or shell glob)."""
+    return click.option("--window", default=None, metavar="NAME",
+                        help="Take the instances of this annotation (record_function name, exact or glob) as the "
+                             "steps instead of ProfilerStep#N, for traces recorded without a profiler schedule.")(f)
+
+
+def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None,
+                         window: str | None = None, **load_kw):
     """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
     from ..loader.io import load
 
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
-    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks)
+    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window)
 
 
 def read_json(path: str, what: str) -> dict:

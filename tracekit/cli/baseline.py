@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import click
 
+from ._analysis import window_option
+
 
 @click.command()
 @click.argument("path")
 @click.option("-o", "--output", required=True, metavar="FILE", help="where to write the baseline summary JSON")
-def baseline(path, output):
+@window_option
+def baseline(path, output, window):
     """Write the summary of the run at PATH (trace directory or summary JSON) as a baseline."""
     from .. import gate
+    from ..errors import EmptyWindowError
 
-    summary = gate.load_summary(path)
+    summary = gate.load_summary(path, window)
+    if not summary.has_data:
+        why = "; ".join(summary.partial_reasons()[:2]) or "no events"
+        raise EmptyWindowError(f"baseline: {path} has no complete step ({why}); a baseline of no data would "
+                               "hold nothing; record a complete run")
     gate.write_summary(summary, output)
     ident = ", ".join(f"{k} {v}" for k, v in summary.identity().items() if v not in (None, {}))
     click.echo(f"baseline written to {output} ({ident or 'run identity not recorded'})")

@@ -7,6 +7,7 @@ import click
 
 from ..errors import ConfigError
 from ..reports.safe_text import printable
+from ._analysis import window_option
 
 _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the defaults (exposed_comm_us, "
                 "exposed_comm_share, overlap_ratio and '*/*:exposed_comm_us'). Whole run: NAME; one dimension/op: "
@@ -29,9 +30,13 @@ _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the d
 @click.option("--markdown", "markdown_path", metavar="FILE", help="write a Markdown summary (CI job summary)")
 @click.option("--json", "json_path", metavar="FILE", help="write every check as JSON")
 @click.option("-q", "--quiet", is_flag=True, help="print only failures and the verdict")
+@click.option("--strict", is_flag=True, help="fail the gate on any warning of the load or the analysis")
+@click.option("--allow-partial", is_flag=True,
+              help="gate a truncated run on its complete steps instead of failing it")
+@window_option
 @click.pass_context
 def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_us, min_delta_ratio,
-          junit_path, markdown_path, json_path, quiet):
+          junit_path, markdown_path, json_path, quiet, strict, allow_partial, window):
     """Check the run at PATH (trace directory or summary JSON) against a baseline and budgets."""
     from .. import gate
     from .output import emit, write
@@ -43,9 +48,11 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
     parsed = tuple(gate.parse_budget(b) for b in budgets)
     opts = gate.GateOptions(gate.parse_fraction(max_regression), min_delta_us, min_delta_ratio,
                             tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS)
-    current = gate.load_summary(path)
-    baseline = gate.load_summary(baseline_path) if baseline_path else None
-    report = gate.run_gate(current, baseline, parsed, opts)
+    current = gate.load_summary(path, window)
+    baseline = gate.load_summary(baseline_path, window) if baseline_path else None
+    report = gate.run_gate(current, baseline, parsed, opts, strict=strict, allow_partial=allow_partial)
+    for warning in report.warnings:
+        click.echo(f"warning: {printable(warning)}", err=True)
     for note in report.notes:
         click.echo(f"note: {printable(note)}", err=True)
     emit(report, "text", quiet=quiet)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import click
 
+from ._analysis import window_option
+
 
 @click.command()
 @click.argument("a")
 @click.argument("b")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0), help="call sites to show")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def diff(a, b, top, fmt):
+@window_option
+def diff(a, b, top, fmt, window):
     """Compare run A (before) with run B (after); each is a trace directory or a summary JSON."""
     from .. import gate
     from .output import emit
 
-    emit(gate.diff(gate.load_summary(a), gate.load_summary(b), top=top), fmt, indent=1)
+    emit(gate.diff(gate.load_summary(a, window), gate.load_summary(b, window), top=top), fmt, indent=1)

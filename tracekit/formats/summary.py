@@ -53,6 +53,9 @@ class Totals(_Doc, kw_only=True):
     memcpy_us: Num | None = None
     memset_us: Num | None = None
     multi_stream_comm_us: Num | None = None
+    host_wall_us: Num | None = None
+    orphan_device_events: Int | None = None
+    steps_left_out: Int | None = None
 
 
 class StepFigures(_Doc, kw_only=True):
@@ -69,6 +72,10 @@ class StepFigures(_Doc, kw_only=True):
     memcpy_us: Num | None = None
     memset_us: Num | None = None
     multi_stream_comm_us: Num | None = None
+    host_wall_us: Num | None = None
+    orphan_device_events: Int | None = None
+    complete: bool = True
+    partial_reason: str | None | UnsetType = UNSET  # only on incomplete steps
 
 
 class StreamFigures(_Doc, kw_only=True):
@@ -84,6 +91,7 @@ class RankSection(_Doc, kw_only=True):
     totals: Totals
     streams: list[StreamFigures] = []
     wait_us: Num | None = None
+    truncated: bool | None = None
 
 
 class RunSection(_Doc, kw_only=True):

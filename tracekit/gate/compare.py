@@ -125,15 +125,47 @@ def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateO
     return checks
 
 
+def data_checks(current: RunMetrics, baseline: RunMetrics | None, strict: bool = False,
+                allow_partial: bool = False) -> list[CheckResult]:
+    """No data is not success: a run (or baseline) without a complete step fails the gate, whatever the
+    budgets say; so does a truncated run (the medians of its complete steps are not the run's), unless
+    ``allow_partial``. With ``strict``, any warning of the load or the analysis fails it too."""
+    out = []
+    cut = current.truncated_ranks
+    if cut and not allow_partial and current.has_data:
+        out.append(CheckResult(kind="data", name="run is whole", passed=False, metric="steps",
+                               message=f"run {current.source}: the traces of ranks {cut} are truncated "
+                                       f"({current.steps_left_out} steps incomplete); a verdict on part of the "
+                                       "steps is not the run's: re-export the trace, or --allow-partial gates "
+                                       "the complete steps alone"))
+    for role, s in (("run", current), ("baseline", baseline)):
+        if s is None or s.has_data:
+            continue
+        why = "; ".join(s.partial_reasons()[:3]) or "no steps and no events"
+        out.append(CheckResult(kind="data", name=f"{role} has complete steps", passed=False, metric="steps",
+                               message=f"{role} {s.source} has no complete step ({why}); no budget or baseline "
+                                       "holds on no data"))
+    if strict and current.warnings:
+        out.append(CheckResult(kind="strict", name="no warnings", passed=False, metric="warnings",
+                               message=f"--strict: the run's load or analysis gave {len(current.warnings)} "
+                                       f"warnings (first: {current.warnings[0]})"))
+    return out
+
+
 def run_gate(current: RunMetrics, baseline: RunMetrics | None = None, budgets: tuple[Budget, ...] = (),
-             opts: GateOptions = GateOptions()) -> GateReport:
-    """The whole gate: comparability, regressions against the baseline (if any), then every budget."""
+             opts: GateOptions = GateOptions(), strict: bool = False, allow_partial: bool = False) -> GateReport:
+    """The whole gate: comparability, complete data, regressions against the baseline (if any), then every
+    budget. Incomplete steps count in no metric; a note says how many were left out."""
     notes: list[str] = []
-    checks: list[CheckResult] = []
+    checks: list[CheckResult] = data_checks(current, baseline, strict, allow_partial)
     if baseline is not None:
         notes = ensure_comparable(baseline, current)
         checks.extend(compare(baseline, current, opts))
     for budget in budgets:
         checks.extend(budget.evaluate(current))
+    for role, s in (("this run", current), ("the baseline", baseline)):
+        if s is not None and s.steps_left_out:
+            notes.append(f"{s.steps_left_out} incomplete steps of {role} left out of every metric "
+                         f"({'; '.join(s.partial_reasons()[:2])})")
     return GateReport(tuple(checks), current.source, "" if baseline is None else baseline.source,
-                      current.identity(), tuple(notes))
+                      current.identity(), tuple(notes), tuple(current.warnings))

@@ -54,6 +54,11 @@ class Scope:
         return sorted(out, key=lambda s: (s.dimension, s.op))
 
 
+def _complete(row: Mapping) -> bool:
+    """A step row counts unless the analysis marked it incomplete (summaries before the flag: all count)."""
+    return row.get("complete", True) is not False
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or not den:
         return None
@@ -74,6 +79,39 @@ class RunMetrics:
         self.data = data
         self.source = source
         self._steps = self._rank_steps()
+        self._left_out = {(int(r["rank"]), s.get("step")) for r in data["ranks"] for s in (r.get("steps") or [])
+                          if not _complete(s)}
+
+    # -- what the data holds --------------------------------------------------------------------------------
+    @property
+    def warnings(self) -> list[str]:
+        """The loader's and the analysis' warnings, as the summary carries them."""
+        return [str(w) for w in self.data.get("warnings") or []]
+
+    @property
+    def steps_left_out(self) -> int:
+        """Incomplete steps (``"complete": false``): no metric counts them."""
+        return len(self._left_out)
+
+    def partial_reasons(self) -> list[str]:
+        return [f"rank {r['rank']} step {s.get('step')}: {s.get('partial_reason') or 'incomplete'}"
+                for r in self.data["ranks"] for s in (r.get("steps") or []) if not _complete(s)]
+
+    @property
+    def truncated_ranks(self) -> list[int]:
+        """Ranks whose trace file was cut short (salvaged by the loader)."""
+        return [int(r["rank"]) for r in self.data["ranks"] if r.get("truncated")]
+
+    @property
+    def has_data(self) -> bool:
+        """At least one complete step on some rank (or, for a summary without step rows, a non-empty total)."""
+        for r in self.data["ranks"]:
+            rows = r.get("steps") or []
+            if any(_complete(s) for s in rows):
+                return True
+            if not rows and float((r.get("totals") or {}).get("wall_us") or 0) > 0:
+                return True
+        return False
 
     # -- identity -------------------------------------------------------------------------------------------
     @property
@@ -97,7 +135,7 @@ class RunMetrics:
     def _rank_steps(self) -> dict[int, dict[Any, Mapping]]:
         out: dict[int, dict[Any, Mapping]] = {}
         for r in self.data["ranks"]:
-            steps = {s.get("step"): s for s in (r.get("steps") or [])}
+            steps = {s.get("step"): s for s in (r.get("steps") or []) if _complete(s)}
             out[int(r["rank"])] = steps
         return out
 
@@ -108,9 +146,11 @@ class RunMetrics:
             rows = r.get("steps") or []
             if rows:
                 only_totals = False
-            else:
+                rows = [row for row in rows if _complete(row)]  # incomplete steps count nowhere
+            elif float((r.get("totals") or {}).get("wall_us") or 0) > 0:
                 rows = [r.get("totals") or {}]
-            per_rank[int(r["rank"])] = [self._run_value(row, metric) for row in rows]
+            if rows:
+                per_rank[int(r["rank"])] = [self._run_value(row, metric) for row in rows]
         stat = stat_over_ranks(per_rank)
         if stat is not None and only_totals:
             stat = Stat(stat.median, stat.lo, stat.hi, stat.q1, stat.q3, stat.samples, "run total")
@@ -139,6 +179,8 @@ class RunMetrics:
             return self._dim_total(scope, metric)
         groups: dict[tuple[int, Any], list[Mapping]] = defaultdict(list)
         for c in self.collectives:
+            if (int(c["rank"]), c.get("step")) in self._left_out:
+                continue
             if scope.matches(str(c.get("dimension") or "unknown"), str(c.get("op") or "unknown")):
                 groups[(int(c["rank"]), c.get("step"))].append(c)
         if not groups:

@@ -42,6 +42,7 @@ class GateReport:
     baseline_source: str = ""
     identity: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # the load's and the analysis' warnings of the run checked
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
@@ -59,4 +60,5 @@ class GateReport:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": GATE_SCHEMA, "passed": self.passed, "current": self.current_source,
                 "baseline": self.baseline_source, "run": dict(self.identity), "notes": list(self.notes),
+                "warnings": list(self.warnings),
                 "checks": [c.to_dict() for c in self.checks]}

@@ -8,6 +8,8 @@ unique names, step assignment, correlation joins, collective linking) runs once 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -41,6 +43,8 @@ class TableBuilder:
         self.host_comm: dict[str, bool] = {}  # name -> a host op that issues a collective
         self.rows = 0
         self.n_bad = 0
+        self.trailer_reached = False  # a metadata event follows the last activity (Kineto writes them last)
+        self.rounded = False  # ns-resolution epoch timestamps read as float µs (a truncated file)
 
     def needs_exact(self, events) -> bool:
         """True when float64 µs cannot hold some timestamp of ``events`` to the ns (see decode)."""
@@ -54,6 +58,7 @@ class TableBuilder:
         inst = np.flatnonzero(_is(ph_codes, phs, "i"))
         keep_mask[inst[[events[j].name == "[memory]" for j in inst.tolist()]]] = True
         self._facts(events, ph_codes, phs, cat_codes, cats)
+        self._note_trailer(ph_codes, phs, cat_codes, cats)
         keep = np.flatnonzero(keep_mask).tolist()
         kept = [events[i] for i in keep]
         self.facts.note_kept(kept)
@@ -75,6 +80,14 @@ class TableBuilder:
         if exact is None:
             ts_ns, dur_ns = _to_ns(ts), np.rint(dur * 1000.0).astype(np.int64)
         self._columns(kept, ts_ns, dur_ns, kept_cats, cats)
+
+    def _note_trailer(self, ph_codes, phs, cat_codes, cats) -> None:
+        activity = np.flatnonzero(_is(ph_codes, phs, "X") & ~_in(cat_codes, cats, {"Trace"}))
+        meta = np.flatnonzero(_is(ph_codes, phs, "M"))
+        if len(activity):
+            self.trailer_reached = bool(len(meta) and meta[-1] > activity[-1])
+        elif len(meta) and self.rows:
+            self.trailer_reached = True
 
     def _facts(self, events, ph_codes, phs, cat_codes, cats) -> None:
         f = self.facts
@@ -135,7 +148,12 @@ class TableBuilder:
         if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
                                or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
-        return table, rank_info(trace, path, table, self.facts, warnings)
+        info = rank_info(trace, path, table, self.facts, warnings)
+        if trace.truncated:  # events are kept in file order: the last row is the last event before the cut
+            last = int(table["ts_ns"][-1]) if len(table) and not self.rounded else -1  # -1: nothing is sure
+            info = replace(info, truncated=True, last_complete_ns=last,
+                           activities_whole=self.trailer_reached and not self.rounded)
+        return table, info
 
     def _table(self, base_ns: int, named_groups: bool = True) -> tuple[EventTable, int]:
         p = {k: _join(v, k) for k, v in self.parts.items()}
@@ -247,4 +265,6 @@ def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
         exact = None
     builder = TableBuilder(rules)
     builder.add(events, exact)
+    if trace.truncated and exact is None and builder.needs_exact(events):
+        builder.rounded = True  # the exact ns pass needs the whole JSON text: no figure can be trusted to the ns
     return builder.finish(trace, path, warnings)

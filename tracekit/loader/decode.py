@@ -293,7 +293,9 @@ def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnin
             break
         warnings.append(f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost the rest "
                         f"({len(data) - cut - 1} bytes); the process was probably killed during export")
-        return _lenient(obj, path, warnings)
+        trace = _lenient(obj, path, warnings)
+        trace.truncated = True
+        return trace
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
 
 

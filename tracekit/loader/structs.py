@@ -81,6 +81,8 @@ class Trace(msgspec.Struct):
     trace_id: Any = None
     host_name: Any = None
     schemaVersion: Any = None
+    # set by salvage_truncated, never read from a file (no trace has this key)
+    truncated: bool = msgspec.field(default=False, name="~tracekit salvaged a truncated file~")
 
 
 class RawTrace(msgspec.Struct):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 2  # 2: event kinds and communication from evidence (every generation)
+SCHEMA_VERSION = 3  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo
 
 
 class EventKind(enum.IntEnum):

@@ -47,6 +47,9 @@ class RankInfo:
     host_name: str = ""
     generation: Mapping[str, str] = field(default_factory=dict)  # which format variant was detected
     warnings: tuple[str, ...] = ()
+    truncated: bool = False  # the file was cut short and salvaged: events past the cut are lost
+    last_complete_ns: int = -1  # when truncated: the time of the last event kept (the loader's time base)
+    activities_whole: bool = False  # when truncated: the cut fell in the metadata written after every activity
 
     def to_dict(self) -> dict:
         return {
@@ -55,6 +58,8 @@ class RankInfo:
             "device_properties": [dict(p) for p in self.device_properties], "base_time_ns": self.base_time_ns,
             "trace_id": self.trace_id, "nccl_version": self.nccl_version, "host_name": self.host_name,
             "generation": dict(self.generation), "warnings": list(self.warnings),
+            "truncated": self.truncated, "last_complete_ns": self.last_complete_ns,
+            "activities_whole": self.activities_whole,
         }
 
     @classmethod
@@ -67,6 +72,8 @@ class RankInfo:
             base_time_ns=int(d.get("base_time_ns", 0)), trace_id=d.get("trace_id", ""),
             nccl_version=d.get("nccl_version", ""), host_name=d.get("host_name", ""),
             generation=dict(d.get("generation", {})), warnings=tuple(d.get("warnings", ())),
+            truncated=bool(d.get("truncated", False)), last_complete_ns=int(d.get("last_complete_ns", -1)),
+            activities_whole=bool(d.get("activities_whole", False)),
         )
 
 

@@ -17,7 +17,8 @@ def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTre
                        errors="0", skipped="0")
     props = ET.SubElement(ts, "properties")
     for key, value in (("current", report.current_source), ("baseline", report.baseline_source),
-                       *((f"run.{k}", str(v)) for k, v in report.identity.items())):
+                       *((f"run.{k}", str(v)) for k, v in report.identity.items()),
+                       ("warnings", str(len(report.warnings)))):
         ET.SubElement(props, "property", name=key, value=str(value))
     for check in report.checks:
         tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{check.kind}", name=check.name, time="0")
@@ -28,6 +29,8 @@ def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTre
             failure.text = check.message
     if report.notes:
         ET.SubElement(ts, "system-out").text = "\n".join(report.notes)
+    if report.warnings:
+        ET.SubElement(ts, "system-err").text = "\n".join(f"warning: {w}" for w in report.warnings)
     ET.indent(root)
     return ET.ElementTree(root)
 

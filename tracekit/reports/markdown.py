@@ -43,6 +43,8 @@ def render_markdown(report: GateReport) -> str:
         lines.append(f"> {_cell(note)}")
     if report.notes:
         lines.append("")
+    if report.warnings:
+        lines += ["### Warnings", ""] + [f"- ⚠️ {_cell(w)}" for w in report.warnings] + [""]
     lines += ["### Checks", "", "| | kind | check | baseline | now | change | limit |",
               "|---|---|---|---|---|---|---|"] + [_row(c) for c in report.checks]
     lines += ["", "Values are medians over steps (per rank, then across ranks); the spread is the range of the "

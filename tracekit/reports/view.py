@@ -50,7 +50,7 @@ def headline(summary: Mapping) -> list[Figure]:
     ``totals``: the same definitions as one rank's figures, pooled over ranks.
     """
     ranks = summary.get("ranks", [])
-    n_steps = sum(len(r.get("steps", [])) for r in ranks)
+    n_steps = sum(sum(1 for s in r.get("steps", []) if s.get("complete", True)) for r in ranks)  # as totals
     tot = {k: sum(float(r["totals"].get(k) or 0.0) for r in ranks) for k in CORE_STEP_KEYS}
     step_us = tot["wall_us"] / n_steps if n_steps else None
     return [
@@ -94,9 +94,14 @@ def overview(summary: Mapping) -> list[tuple[str, str]]:
         ("layout", " × ".join(f"{k}={v}" for k, v in layout.items()) or "unknown"),
         ("backend / device", f"{run.get('backend', '') or '—'} / {run.get('device_type', '') or '—'}"),
         ("ranks loaded", _span(sorted(r["rank"] for r in ranks))),
-        ("steps", _span(steps)),
+        ("steps", _span(steps) + _left_out(ranks)),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
     ]
+
+
+def _left_out(ranks) -> str:
+    n = sum(1 for r in ranks for s in r.get("steps", []) if not s.get("complete", True))
+    return f" ({n} incomplete, left out of the totals)" if n else ""
 
 
 def _span(xs: Sequence[int]) -> str:

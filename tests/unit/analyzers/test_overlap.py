@@ -26,9 +26,11 @@ def gpu_rows():
     ]
 
 
-EXPECTED = {  # step: wall, compute, comm, hidden, exposed, idle, memcpy, memset, multi-stream
+EXPECTED = {  # step: wall (device span), compute, comm, hidden, exposed, idle, memcpy, memset, multi-stream
     0: (100, 70, 60, 40, 20, 6, 4, 0, 20),
-    1: (100, 50, 50, 20, 30, 70, 0, 0, 0),
+    # step 1's collective and last kernel end at 230 and 250, past its window [100, 200): its device span is
+    # [100, 250); idle over it: 150 - |[150,160) + [180,250)| = 70
+    1: (150, 50, 50, 20, 30, 70, 0, 0, 0),
     2: (100, 20, 0, 0, 0, 25, 0, 5, 0),
 }
 FIELDS = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",
@@ -41,6 +43,7 @@ def test_gpu_steps_match_hand_computed_answers(seed):
     got = {s.step: tuple(getattr(s, f) for f in FIELDS) for s in r.steps}
     assert got == EXPECTED
     assert r.totals.comm_ns == 110 and r.totals.hidden_comm_ns == 60
+    assert [s.host_wall_ns for s in r.steps] == [100, 100, 100] and r.totals.steps_left_out == 0
     assert r.totals.overlap_ratio == pytest.approx(60 / 110)
     assert r.steps[2].overlap_ratio == 0.0
     assert [(s.stream, s.comm_ns, s.hidden_comm_ns) for s in r.streams] == [(13, 110, 60), (14, 20, 10)]
@@ -87,7 +90,8 @@ def test_summary_json_has_the_contract_keys_and_single_rank_nulls():
     step0 = d["ranks"][0]["steps"][0]
     assert step0 == {"step": 0, "wall_us": 0.1, "compute_us": 0.07, "comm_us": 0.06, "hidden_comm_us": 0.04,
                      "exposed_comm_us": 0.02, "overlap_ratio": pytest.approx(2 / 3), "idle_us": 0.006,
-                     "memcpy_us": 0.004, "memset_us": 0.0, "multi_stream_comm_us": 0.02}
+                     "memcpy_us": 0.004, "memset_us": 0.0, "multi_stream_comm_us": 0.02, "host_wall_us": 0.1,
+                     "orphan_device_events": 0, "complete": True}
     assert d["ranks"][0]["totals"]["comm_us"] == pytest.approx(0.11)
     (dim,) = d["by_dimension"]
     assert (dim["dimension"], dim["op"], dim["count"], dim["wait_us"]) == ("world", "all_reduce", 3, None)
