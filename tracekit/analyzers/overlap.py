@@ -22,7 +22,8 @@ from .steps import StepPlan, lost_every_device_event, plan_steps
 @dataclass(frozen=True, slots=True)
 class StepOverlap:
     step: int | None  # None for a rank's totals
-    wall_ns: int  # the step's time: its device span (window start -> end of its last device activity)
+    wall_ns: int  # the step's time: its device span (window start, or the previous span's end when later -> end
+    # of its last device activity)
     compute_ns: int
     comm_ns: int
     hidden_comm_ns: int
@@ -173,7 +174,7 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
     dev = info.device_type
     if lost_every_device_event(info):
         dev = "cuda"  # a GPU trace whose device events were all lost at the cut is not a CPU-only run
-    ids, ws, we = plan.ids, plan.start, plan.end
+    ids, ws, we = plan.ids, plan.span_start, plan.end
     step = table["step"].astype(np.int64)
     in_steps = np.isin(step, ids) if len(ids) else np.zeros(len(table), bool)
     comm = table.mask_kind(EventKind.COMM) & in_steps
@@ -186,7 +187,7 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
     wall = we - ws
     idle = wall - iv.length_in_windows(busy, ws, we) if len(ids) else wall
     multi = _multi_stream(table, comm, step, ids)
-    host_wall = plan.host_end - ws
+    host_wall = plan.host_end - plan.start
     steps = tuple(
         StepOverlap(int(ids[i]), int(wall[i]), int(compute_ns[i]), int(comm_ns[i]), int(hidden_ns[i]),
                     int(comm_ns[i] - hidden_ns[i]), int(idle[i]), int(memcpy_ns[i]), int(memset_ns[i]), int(multi[i]),

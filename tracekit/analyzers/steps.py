@@ -17,7 +17,10 @@ holds all of a step's work. The rules, in the order they apply:
 - A device event of a step that starts more than a second after the last step's host window is dropped
   (counted): a corrupt timestamp, not the step's work.
 - A step's device span runs from its window start to the end of its last device activity (at least its host
-  window end).
+  window end). When the host runs ahead of a queued device (step N's device work begins only after step N-1's
+  span ends), step N's span starts where step N-1's ends: until then the device was busy with step N-1, and
+  counting that time twice made the steps of a device-bound run add up to more than the trace. Where the two
+  steps' device work overlaps (a DDP all-reduce under the next step's kernels), the window start stands.
 - Incomplete: the step launched work and none of it is in the trace; the windows overlap or nest (above); or
   the trace is truncated and cannot be shown to hold the step whole: a truncated GPU trace never can (Kineto
   writes device activity in flush order, not time order), a CPU trace by the per-thread blocks Kineto writes
@@ -47,6 +50,7 @@ class StepPlan:
     start: np.ndarray  # host window start (ns)
     host_end: np.ndarray  # host window end (clipped at the next window's start where two overlap)
     end: np.ndarray  # device span end: max(host end, end of the step's last device activity)
+    span_start: np.ndarray  # device span start: max(window start, previous span's end), at most ``end``
     step: np.ndarray  # each event's step, -1 outside every window
     keep: np.ndarray  # rows the analysis keeps (False: a device event dropped as far past the last step)
     reasons: tuple[str, ...]  # per window: "" when complete, else why the trace does not hold it whole
@@ -103,20 +107,35 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
                         "step (a corrupt timestamp or another run); they are in no step")
     if len(ids) == 1 and ids[0] == -1:  # the whole trace is one window: every kept row is in it
         step = np.full(n, -1, np.int64)
-    end = _span_end(table, np.where(keep & _device_kind(table), step, ABSENT - 1), ids, host_end)
+    dev_step = np.where(keep & _device_kind(table), step, ABSENT - 1)
+    end = _span_end(table, dev_step, ids, host_end)
+    span_start = span_starts(starts, end, _first_device_start(table, dev_step, ids))
     orphans = _count_by(step[orphan_rows & _device_kind(table)], ids)
     if orphans.sum():
         warnings.append(f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
                         "before the profiler started); placed by time window (HTA drops them), counted per step in "
                         "orphan_device_events")
     _completeness(table, info, windows, step, device & keep, end)
-    return StepPlan(ids, starts, host_end, end, step.astype(np.int32), keep,
+    return StepPlan(ids, starts, host_end, end, span_start, step.astype(np.int32), keep,
                     tuple("; ".join(w.reasons) for w in windows), orphans, tuple(warnings))
 
 
 def _empty(n: int, warnings: list[str]) -> StepPlan:
     z = np.zeros(0, np.int64)
-    return StepPlan(z, z, z, z, np.full(n, ABSENT, np.int32), np.ones(n, bool), (), z, tuple(warnings))
+    return StepPlan(z, z, z, z, z, np.full(n, ABSENT, np.int32), np.ones(n, bool), (), z, tuple(warnings))
+
+
+def span_starts(starts: np.ndarray, ends: np.ndarray, first_device: np.ndarray) -> np.ndarray:
+    """Each span's start: its window start; or, when the step's device work begins only after the previous span
+    ends (a queued device: the host ran ahead), the previous span's end, since until then the device was busy
+    with the previous step. Never past its own end. When the two steps' device work overlaps (a DDP all-reduce
+    under the next step's kernels), the window start stands. ``starts`` are in time order."""
+    out = starts.astype(np.int64).copy()
+    if len(out) > 1:
+        prev_end = np.maximum.accumulate(ends[:-1].astype(np.int64))
+        queued = first_device[1:] >= prev_end
+        out[1:] = np.where(queued, np.minimum(np.maximum(out[1:], prev_end), ends[1:]), out[1:])
+    return out
 
 
 def _candidates(table: EventTable, window: str | None, who: str,
@@ -241,14 +260,28 @@ def _count_by(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def _span_end(table: EventTable, step: np.ndarray, ids: np.ndarray, host_end: np.ndarray) -> np.ndarray:
     """Per window: the end of its last device activity (rows whose ``step`` names it), at least its host end."""
     end = host_end.copy()
+    pos, valid = _positions(step, ids)
+    np.maximum.at(end, pos[valid], table.end_ns[valid])
+    return end
+
+
+def _first_device_start(table: EventTable, step: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per window: the start of its first device activity (int64 max when it has none)."""
+    first = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
+    pos, valid = _positions(step, ids)
+    np.minimum.at(first, pos[valid], table["ts_ns"][valid].astype(np.int64))
+    return first
+
+
+def _positions(step: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's window index, and whether its ``step`` names one of ``ids``."""
     pos = np.searchsorted(ids, step) if np.all(np.diff(ids) > 0) else None
     if pos is None:  # ids not sorted (cannot happen for ProfilerStep in time order, but be safe)
         lut = {int(s): i for i, s in enumerate(ids.tolist())}
         pos = np.array([lut.get(int(s), -1) for s in step.tolist()], np.int64)
     pos = np.clip(pos, 0, max(len(ids) - 1, 0))
     valid = (ids[pos] == step) if len(ids) else np.zeros(len(step), bool)
-    np.maximum.at(end, pos[valid], table.end_ns[valid])
-    return end
+    return pos, valid
 
 
 def _completeness(table, info: RankInfo, windows: list[_Window], step, device, end) -> None:

@@ -31,7 +31,9 @@ EXPECTED = {  # step: wall (device span), compute, comm, hidden, exposed, idle, 
     # step 1's collective and last kernel end at 230 and 250, past its window [100, 200): its device span is
     # [100, 250); idle over it: 150 - |[150,160) + [180,250)| = 70
     1: (150, 50, 50, 20, 30, 70, 0, 0, 0),
-    2: (100, 20, 0, 0, 0, 25, 0, 5, 0),
+    # step 2's device work starts at 260, after step 1's span ends (250): [200, 250) is step 1's time already,
+    # so step 2's span is [250, 300) and the three spans tile the trace (300 ns, not 350); idle 50 - 25
+    2: (50, 20, 0, 0, 0, 25, 0, 5, 0),
 }
 FIELDS = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",
           "memset_ns", "multi_stream_comm_ns")

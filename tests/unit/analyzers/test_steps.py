@@ -250,3 +250,18 @@ def test_overlapping_window_instances_are_marked_by_their_start():
     assert plan.ids.tolist() == [0, 1] and plan.host_end.tolist() == [40, 80]
     assert plan.reasons == ("overlaps the 'f' instance at 40 ns (host window clipped at its start)",
                             "overlaps the 'f' instance at 0 ns")
+
+
+def test_a_queued_device_gives_spans_that_tile_the_device_timeline():
+    """The host launches each step's kernel at once and runs ahead; the device works through the queue:
+    kernels [10, 110), [110, 210), [210, 310) for host windows [0, 20), [20, 40), [40, 60). Each step's span
+    starts where the previous one ends, so the three walls add up to the 310 ns the device ran, not
+    110 + 190 + 270 = 570 (the window-start rule counted the queue time of every earlier step again)."""
+    rows = [ev("STEP", 20 * i, 20, step=i, stream=1) for i in range(3)]
+    for i in range(3):
+        rows += [ev("RUNTIME", 20 * i + 1, 2, i, stream=1, correlation=i),
+                 ev("KERNEL", 10 + 100 * i, 100, i, device=0, correlation=i)]
+    r = rank_overlap(table(rows), GPU)
+    assert [(s.host_wall_ns, s.wall_ns, s.compute_ns, s.idle_ns) for s in r.steps] == [
+        (20, 110, 100, 10), (20, 100, 100, 0), (20, 100, 100, 0)]
+    assert sum(s.wall_ns for s in r.steps) == 310
