@@ -48,6 +48,8 @@ def test_idle_split_matches_hand_computed_answers(seed):
 
 
 def test_dependency_needs_the_start_within_the_slack():
+    exact = idle_breakdown(scope(table(idle_rows())), 0, slack_ns=2)  # exactly the slack: still held
+    assert exact.totals.dependency_wait_ns == 2
     ib = idle_breakdown(scope(table(idle_rows())), 0, slack_ns=1)  # k3 starts 2 ns after the comm ends
     assert (ib.totals.dependency_wait_ns, ib.totals.other_ns) == (0, 14)
     assert {s.stream: s.dependency_wait_ns for s in ib.streams}[7] == 0
