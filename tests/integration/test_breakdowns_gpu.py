@@ -133,3 +133,57 @@ def test_launch_delays(case):
     assert ls["negative_delays"] == sum(x < 0 for x in delays)
     bound = [d for d in chosen if d["cat"] == "kernel" and d["dur"] < d["launch"][1] - d["launch"][0]]
     assert ls["launch_bound_kernels"]["count"] == len(bound)
+
+
+def test_class_totals_by_category(case):
+    """Communication classes = the nccl kernels, memcpy/memset = the copy and set activities, the compute classes
+    = every other kernel; and the shipped rules leave almost nothing unclassified on these traces."""
+    name, raw, b = case
+    chosen = [d for d in raw["device"] if d["in_steps"]]
+    expected = {"comm": 0, "memcpy": 0, "memset": 0, "compute": 0}
+    for d in chosen:
+        if d["cat"] == "gpu_memcpy":
+            expected["memcpy"] += d["dur"]
+        elif d["cat"] == "gpu_memset":
+            expected["memset"] += d["dur"]
+        elif d["name"].startswith("nccl"):
+            expected["comm"] += d["dur"]
+        else:
+            expected["compute"] += d["dur"]
+    got = dict.fromkeys(expected, 0)
+    for row in b.to_dict()["kernel_classes"]:
+        c = row["class"]
+        key = "comm" if c.startswith("comm:") else c if c in ("memcpy", "memset") else "compute"
+        got[key] += round(row["total_us"] * 1e3)
+    assert got == expected, name
+    other = sum(r["total_us"] for r in b.to_dict()["kernel_classes"] if r["class"] == "other")
+    assert other <= 0.01 * sum(r["total_us"] for r in b.to_dict()["kernel_classes"]), name
+
+
+@pytest.mark.parametrize(("needle", "expected"), [
+    ("ampere_sgemm_128x64_nn", "gemm"), ("cutlass::Kernel<cutlass_80_tensorop_s1688gemm", "gemm"),
+    ("cudnn::bn_fw_tr_1C11_singleread", "normalization"), ("LayerNormForwardCUDAKernel", "normalization"),
+    ("winogradForwardData4x4", "convolution"), ("sm80_xmma_fprop_implicit_gemm", "convolution"),
+    ("vectorized_elementwise_kernel<4, at::native::FillFunctor<float>", "elementwise_reduction"),
+    ("at::native::reduce_kernel<512, 1", "elementwise_reduction"), ("ncclKernel_AllReduce", "comm:nccl"),
+    ("Memcpy DtoD", "memcpy"), ("Memset (Device)", "memset"), ("splitKreduce_kernel", "gemm"),
+])
+def test_real_kernels_get_their_class(needle, expected):
+    from tracekit.analyzers.kernel_classes import ClassRuleSet
+    from tracekit.model.events import EventKind
+
+    names = sorted({d["name"] for t in TRACES for d in read_raw_cached(t)["device"] if needle in d["name"]})
+    assert names, needle
+    kind = {"memcpy": EventKind.MEMCPY, "memset": EventKind.MEMSET}.get(expected, EventKind.KERNEL)
+    if expected.startswith("comm:"):
+        kind = EventKind.COMM
+    assert set(ClassRuleSet().classify(names, [int(kind)] * len(names))) == {expected}
+
+
+_RAW: dict[str, dict] = {}
+
+
+def read_raw_cached(name: str) -> dict:
+    if name not in _RAW:
+        _RAW[name] = read_raw(DATA / f"{name}.json.gz")
+    return _RAW[name]

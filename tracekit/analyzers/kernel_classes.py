@@ -35,7 +35,7 @@ DEFAULT_CLASS_RULES: tuple[ClassRule, ...] = (
     ClassRule(r"(?i)gemm|gemv|cutlass::Kernel|cublas|splitKreduce|epilogue::impl|Cijk_|nvjet|matmul|magma_|"
               r"scal_kernel|dot_kernel|axpy", "gemm"),
     ClassRule(r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|cudnn::bn_|GammaBeta|"
-              r"RowwiseMoments|welford", "normalization"),
+              r"RowwiseMoments", "normalization"),
     ClassRule(r"(?i)elementwise|reduce|softmax|multi_tensor_apply|cub::|scan|sort|CatArray|index|gather|scatter|"
               r"copy|fill|dropout|embedding|pool|nchwToNhwc|nhwcToNchw|scalePacked|permute|bounds_check|"
               r"offsets|quantize|FP8|linearize|compute_cuda_kernel|where|arange|cumsum|topk|unique", "elementwise_reduction"),
