@@ -187,3 +187,21 @@ def read_raw_cached(name: str) -> dict:
     if name not in _RAW:
         _RAW[name] = read_raw(DATA / f"{name}.json.gz")
     return _RAW[name]
+
+
+def test_idle_is_the_overlap_totals_idle(case):
+    from tracekit.analyzers.overlap import rank_overlap
+
+    name, _, b = case
+    traces = load([str(DATA / f"{name}.json.gz")], options=LoadOptions(cache=False), executor="serial")
+    r = traces.ranks[0]
+    ov = rank_overlap(traces.table(r), traces.info(r))
+    assert b.idle.totals.idle_ns == ov.totals.idle_ns
+    assert [s.step for s in b.idle.steps] == [s.step for s in ov.steps]
+
+
+def test_breakdowns_is_an_analyzer():
+    from tracekit.analyzers.base import Analyzer
+    from tracekit.analyzers.breakdowns import BreakdownAnalyzer, BreakdownOptions
+
+    assert isinstance(BreakdownAnalyzer(), Analyzer) and BreakdownAnalyzer.Options is BreakdownOptions
