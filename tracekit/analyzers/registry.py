@@ -7,11 +7,14 @@ from typing import Any
 
 from ..model.traceset import TraceSet
 from .base import Analyzer
+from .breakdowns import BreakdownAnalyzer
 from .memory_run import ActivationMemoryAnalyzer
 from .overlap import restep
 from .run import Analysis, CommAnalyzer
 
-ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer())
+# In order: the communication analyzer resolves the steps; the analyzers after it see the tables with the steps it
+# resolved (duplicates, nesting, --window).
+ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer())
 
 
 def analyze(traces: TraceSet, **options) -> Analysis:
@@ -22,13 +25,17 @@ def analyze(traces: TraceSet, **options) -> Analysis:
     unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
     if unknown:
         raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
-    results = {a.name: a.run(traces, _options(a.Options, options)) for a in ANALYZERS}
+    results: dict[str, Any] = {}
+    analysed = traces
+    for a in ANALYZERS:
+        results[a.name] = a.run(analysed, _options(a.Options, options))
+        if a.name == "comm":  # the steps as the analysis resolved them
+            plans = {r.rank: r.plan for r in results["comm"].ranks if r.plan is not None}
+            analysed = traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces})
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    plans = {r.rank: r.plan for r in comm.ranks if r.plan is not None}  # the steps as the analysis resolved them
-    analysed = traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces})
-    return Analysis(analysed, comm, activation.comparison)
+    return Analysis(analysed, comm, activation.comparison, results["breakdowns"])
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -10,6 +11,7 @@ import pandas as pd
 
 from ..errors import EmptyWindowError
 from ..model.traceset import TraceSet
+from .breakdowns import RankBreakdowns
 from .collectives import CrossRank, cross_rank
 from .dimensions import dimension_map
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
@@ -185,11 +187,15 @@ class Analysis:
     traces: TraceSet = field(repr=False)
     comm: CommResult
     activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
+    breakdowns: Mapping[int, RankBreakdowns] | None = None  # rank -> kernels, busy partition, idle, launches
 
     def to_dict(self) -> dict:
         from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
+        for r in out["ranks"] if self.breakdowns else ():  # beside each rank's totals (docs/breakdowns.md)
+            if r["rank"] in self.breakdowns:
+                r.update(self.breakdowns[r["rank"]].to_dict())
         if self.activation is not None:
             out["activation_memory"] = self.activation.to_dict()
         return out

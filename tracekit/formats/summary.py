@@ -92,6 +92,12 @@ class RankSection(_Doc, kw_only=True):
     streams: list[StreamFigures] = []
     wait_us: Num | None = None
     truncated: bool | None = None
+    # the single-rank breakdowns (docs/breakdowns.md): a table or {"available": false, "reason": ...}
+    kernel_breakdown: list[dict[str, Any]] | dict[str, Any] | UnsetType = UNSET
+    kernel_classes: list[dict[str, Any]] | dict[str, Any] | UnsetType = UNSET
+    busy_partition: dict[str, Any] | UnsetType = UNSET
+    idle_breakdown: dict[str, Any] | UnsetType = UNSET
+    launch_stats: dict[str, Any] | UnsetType = UNSET
 
 
 class RunSection(_Doc, kw_only=True):
