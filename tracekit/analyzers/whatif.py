@@ -1,0 +1,240 @@
+"""Replaying the dependency graph (tracekit.analyzers.graph) with changed durations, and what-if predictions.
+
+A replay computes every node's start in chain order: within a chain ``start = P + cummax(ext - P)`` where P is
+the chain's prefix sum of durations and gaps and ``ext`` the largest input from outside the chain (a fixed
+start or an edge), a max-plus scan done with numpy; edges are re-evaluated until nothing moves (as many rounds
+as the longest alternation of chains along any dependency path). Durations only shrink or grow node by node and
+every dependency is kept, so scaling durations down never predicts a later end (max-plus is monotone).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model.events import EventKind
+from ..model.traceset import TraceSet
+from . import intervals as iv
+from .graph import COMPUTE, HOST_CHAIN, NEG, TRANSFER, Graph, build_graph
+
+MAX_ROUNDS = 100_000
+
+
+class _Scan:
+    """What a replay needs that does not depend on durations."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        n = len(g)
+        self.first_idx = np.maximum.accumulate(np.where(g.first, np.arange(n), 0))
+        order = np.argsort(g.dst, kind="stable")
+        self.e_order = order
+        self.e_dst = g.dst[order]
+        self.e_src = g.src[order]
+        self.e_anchor = g.anchor_end[order]
+        self.e_delay = g.delay[order]
+        self.dsts, self.e_starts = np.unique(self.e_dst, return_index=True)
+        self.chain_rank = np.cumsum(g.first) - 1
+
+
+def replay(g: Graph, dur: np.ndarray | None = None, scan: _Scan | None = None) -> tuple[np.ndarray, int]:
+    """(start of every node, rounds) with durations ``dur`` (the measured ones when None)."""
+    scan = scan or _Scan(g)
+    dur = g.dur if dur is None else np.asarray(dur, np.int64)
+    n = len(g)
+    inc = np.zeros(n, np.int64)
+    inc[1:] = dur[:-1]
+    inc = np.where(g.first, 0, inc + g.gap)
+    c = np.cumsum(inc)
+    prefix = c - c[scan.first_idx]
+    t = _scan_chains(g.fixed, prefix, scan)
+    for rounds in range(1, MAX_ROUNDS):
+        ext = g.fixed.copy()
+        if len(scan.e_dst):
+            vals = t[scan.e_src] + np.where(scan.e_anchor, dur[scan.e_src], 0) + scan.e_delay
+            ext[scan.dsts] = np.maximum(ext[scan.dsts], np.maximum.reduceat(vals, scan.e_starts))
+        new = _scan_chains(ext, prefix, scan)
+        if np.array_equal(new, t):
+            return t, rounds
+        t = new
+    raise RuntimeError("replay did not converge: the graph has a cycle")
+
+
+def _scan_chains(ext: np.ndarray, prefix: np.ndarray, scan: _Scan) -> np.ndarray:
+    """start = prefix + segmented cummax(ext - prefix), segments = chains (every chain's first node has a fixed
+    start, so values below -1 never win and are clipped; chains are offset so that none sees its predecessor)."""
+    x = np.maximum(ext - prefix, -1)
+    span = int(x.max()) + 2 if len(x) else 1
+    if span * (int(scan.chain_rank[-1]) + 1 if len(x) else 1) >= 2**62:
+        raise OverflowError("replay: trace too long for the int64 scan")
+    off = scan.chain_rank * span
+    m = np.maximum.accumulate(x + off) - off
+    out = prefix + m
+    return np.where(m < 0, NEG, out)  # a barrier node nobody reached yet
+
+
+# --- what-if specs ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One duration change: ``comm:DIM=F``, ``kernel:REGEX=F``, ``annotation:NAME=F``, ``rank:R:host=F``."""
+
+    what: str  # comm, kernel, annotation, rank
+    key: str
+    factor: float
+    text: str
+
+    @staticmethod
+    def parse(text: str) -> Spec:
+        what, _, rest = text.partition(":")
+        key, eq, factor = rest.rpartition("=")
+        try:
+            f = float(factor)
+        except ValueError:
+            f = -1.0
+        if what not in ("comm", "kernel", "annotation", "rank") or not eq or not key or not f >= 0 or f != f:
+            raise ConfigError(f"--set {text!r}: expected comm:DIM=F, kernel:REGEX=F, annotation:NAME=F or "
+                              "rank:R:host=F with a factor F >= 0 (0.5 halves the time)")
+        if what == "rank":
+            r, _, part = key.partition(":")
+            if not r.lstrip("-").isdigit() or part != "host":
+                raise ConfigError(f"--set {text!r}: expected rank:R:host=F, e.g. rank:3:host=0.5")
+        if what == "kernel":
+            try:
+                re.compile(key)
+            except re.error as exc:
+                raise ConfigError(f"--set {text!r}: bad regular expression ({exc})") from exc
+        return Spec(what, key, f, text)
+
+
+def scaled_durations(g: Graph, traces: TraceSet, specs: Sequence[Spec]) -> tuple[np.ndarray, list[str]]:
+    """The graph's durations with every spec applied (factors multiply where specs overlap), and a note for
+    each spec that matched nothing."""
+    factor = np.ones(len(g))
+    notes = []
+    for spec in specs:
+        hit = _matches(g, traces, spec)
+        if not hit.any():
+            notes.append(f"--set {spec.text}: matches nothing in the trace")
+        factor[hit] *= spec.factor
+    return np.rint(g.dur * factor).astype(np.int64), notes
+
+
+def _matches(g: Graph, traces: TraceSet, spec: Spec) -> np.ndarray:
+    host = g.chain_type[g.chain] == HOST_CHAIN
+    if spec.what == "comm":
+        dims = np.array([str(d).lower() for d in g.dimension], object) if len(g) else np.empty(0, object)
+        return (g.kind == TRANSFER) & (dims == spec.key.lower())
+    if spec.what == "rank":
+        return host & (g.rank == int(spec.key.partition(":")[0]))
+    hit = np.zeros(len(g), bool)
+    for r, t in traces:
+        on = np.flatnonzero(g.rank == r)
+        if spec.what == "kernel":
+            pat = re.compile(spec.key)
+            names = np.array([bool(pat.search(s)) for s in t.strings] + [False], bool)
+            rows = g.row[on]
+            nid = np.where(rows >= 0, t["name_id"][np.maximum(rows, 0)], -1)
+            is_kernel = (g.kind[on] == COMPUTE) & ~host[on]
+            hit[on] = is_kernel & names[np.where(nid < 0, len(t.strings), nid)]
+        else:
+            hit[on] = host[on] & _inside_annotation(g, t, r, on, spec.key)
+    return hit
+
+
+def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.ndarray:
+    """Host pieces of rank ``r`` inside an op or annotation called ``name`` on the same thread."""
+    sid = t.string_id(name)
+    rows = np.flatnonzero((t["name_id"] == sid) & (t["device"] < 0)) if sid >= 0 else np.empty(0, np.int64)
+    if not len(rows) or not len(on):
+        return np.zeros(len(on), bool)
+    shift = g.shifts[r]
+    B = np.int64(2**42)
+    lanes = np.unique(np.concatenate([t["stream"][rows], g.chain_lane[g.chain[on]]]))
+    lo = min(int(t["ts_ns"][rows].min()) - shift, int(g.start[on].min()))
+    ann = iv.union(np.searchsorted(lanes, t["stream"][rows]) * B + (t["ts_ns"][rows] - shift - lo),
+                   np.searchsorted(lanes, t["stream"][rows]) * B + (t.end_ns[rows] - shift - lo))
+    plane = np.searchsorted(lanes, g.chain_lane[g.chain[on]])
+    ps = plane * B + (g.start[on] - lo)
+    pe = ps + np.maximum(g.dur[on], 1)
+    # a piece is inside when its measured span is covered (pieces are cut at every op boundary)
+    span_end = ps + np.maximum((g.start[on] + g.dur[on]) - g.start[on], 1)
+    return iv.overlap_each(ann, ps, np.maximum(pe, span_end)) > 0
+
+
+# --- step times ------------------------------------------------------------------------------------------
+
+def step_times(g: Graph, start: np.ndarray, dur: np.ndarray) -> dict[int, int]:
+    """Per step: the latest window end over ranks minus the earliest window start (replayed times)."""
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for w in g.windows:
+        s, e = int(start[w.start_node]), int(start[w.end_node] + dur[w.end_node])
+        lo[w.step] = min(lo.get(w.step, s), s)
+        hi[w.step] = max(hi.get(w.step, e), e)
+    return {k: hi[k] - lo[k] for k in sorted(lo)}
+
+
+def measured_step_times(g: Graph) -> dict[int, int]:
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for w in g.windows:
+        lo[w.step] = min(lo.get(w.step, w.start_ns), w.start_ns)
+        hi[w.step] = max(hi.get(w.step, w.end_ns), w.end_ns)
+    return {k: hi[k] - lo[k] for k in sorted(lo)}
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    step: int
+    measured_ns: int
+    predicted_ns: int
+    replayed_ns: int  # the unchanged graph's replay (equals measured_ns when the graph is complete)
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted_ns / self.measured_ns if self.measured_ns else 1.0
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "measured_us": self.measured_ns / 1e3, "predicted_us": self.predicted_ns / 1e3,
+                "ratio": self.ratio}
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    specs: tuple[str, ...]
+    steps: tuple[StepPrediction, ...]
+    replay_error: float  # max over steps of |identity replay - measured| / measured
+    rounds: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"specs": list(self.specs), "steps": [s.to_dict() for s in self.steps],
+                "replay_error": self.replay_error, "notes": list(self.notes)}
+
+
+def whatif(traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str | None = None,
+           graph: Graph | None = None) -> WhatIf:
+    """Measured vs predicted time of every step with the durations changed by ``specs``; the replay of the
+    unchanged graph is always run and its error reported."""
+    parsed = [s if isinstance(s, Spec) else Spec.parse(s) for s in specs]
+    g = graph if graph is not None else build_graph(traces, windows)
+    scan = _Scan(g)
+    ident, _ = replay(g, None, scan)
+    dur, notes = scaled_durations(g, traces, parsed)
+    pred, rounds = replay(g, dur, scan) if parsed else (ident, 0)
+    measured = measured_step_times(g)
+    replayed = step_times(g, ident, g.dur)
+    predicted = step_times(g, pred, dur)
+    steps = tuple(StepPrediction(k, measured[k], predicted[k], replayed[k]) for k in measured)
+    err = max((abs(s.replayed_ns - s.measured_ns) / s.measured_ns for s in steps if s.measured_ns), default=0.0)
+    if not steps:
+        notes.append("no step windows found (ProfilerStep#N, or the annotation given as windows)")
+    return WhatIf(tuple(s.text for s in parsed), steps, err, rounds, tuple(notes))
+
+
+__all__ = ["Spec", "StepPrediction", "WhatIf", "replay", "whatif", "EventKind"]
