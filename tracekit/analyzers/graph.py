@@ -190,7 +190,7 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     keep = src_piece >= 0
     parts.add_edges(src_piece[keep], _launch_target(dst_node[keep], w_ids, t_ids, d_ids), False, natural[keep],
                     LAUNCH)
-    if len(d_rows) and not len(lr):
+    if len(dev_rows) and not len(lr):
         notes.append(f"rank {r}: no launch correlations between host and device; device activities have no "
                      "launch edges")
     # host waits for the device: device end -> the piece that starts where the wait was cut
@@ -201,6 +201,8 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     _stream_waits(parts, t, ts, end, d_rows, d_ids, _end_node(d_ids, t_ids))
     _gloo_issues(parts, t, host_rows, worker_rows, d_rows, d_ids, w_ids, pid, pstart, plane, ts)
     win = _windows(t, ts, end, windows, pid, pstart, plane)
+    if windows is None and not len(win[0]) and len(pid):
+        win = _whole_trace_window(pid, pstart, plane, parts)
     comm_rows = d_rows[t_ids >= 0]
     return (comm_rows, w_ids[t_ids >= 0], t_ids[t_ids >= 0]), win
 
@@ -465,6 +467,16 @@ def _windows(t, ts, end, windows, pid, pstart, plane):
     return ids[ok], s_node[ok], e_node[ok], ts[rows][ok], end[rows][ok]
 
 
+def _whole_trace_window(pid, pstart, plane, parts: _Parts):
+    """No ProfilerStep: one window (step -1) over the busiest host thread, from its first to its last op."""
+    lanes, counts = np.unique(plane, return_counts=True)
+    on = np.flatnonzero(plane == lanes[np.argmax(counts)])
+    a, b = pid[on[0]], pid[on[-1]]
+    end = int(pstart[on[-1]] + np.concatenate([n["dur"] for n in parts.nodes])[b])
+    one = np.ones(1, np.int64)
+    return -one, one * a, one * b, one * int(pstart[on[0]]), one * end
+
+
 def _cross_rank(parts: _Parts, comm, comm_nodes) -> None:
     """A collective cannot finish before its last peer arrives: a barrier node per matched instance, entered
     from every peer's arrival, leaving to every peer's transfer."""
@@ -529,8 +541,9 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
     chain = cols["chain"][order]
     start, dur = start[order], dur[order]
     src, dst = inv[e["src"]], inv[e["dst"]]
-    gap, delay, fixed = _residuals(chain, start, dur, src, dst, e["anchor_end"], e["delay"])
     info = np.array(parts.chain_info, np.int64).reshape(-1, 3)
+    gap, delay, fixed = _residuals(chain, start, dur, src, dst, e["anchor_end"], e["delay"])
+    fixed[info[chain, 0] == BARRIER_CHAIN] = NEG  # a barrier is only where its last peer arrives
     wins = tuple(Window(int(s), r, int(inv[a]), int(inv[b]), int(ms), int(me))
                  for r, ids, sn, en, ws, we in rank_windows for s, a, b, ms, me in zip(ids, sn, en, ws, we))
     return Graph(chain, start, dur, gap, fixed, cols["kind"][order].astype(np.int8), cols["rank"][order].astype(np.int64),

@@ -24,57 +24,83 @@ from .graph import COMPUTE, HOST_CHAIN, NEG, TRANSFER, Graph, build_graph
 MAX_ROUNDS = 100_000
 
 
-class _Scan:
-    """What a replay needs that does not depend on durations."""
-
-    def __init__(self, g: Graph) -> None:
-        self.g = g
-        n = len(g)
-        self.first_idx = np.maximum.accumulate(np.where(g.first, np.arange(n), 0))
-        order = np.argsort(g.dst, kind="stable")
-        self.e_order = order
-        self.e_dst = g.dst[order]
-        self.e_src = g.src[order]
-        self.e_anchor = g.anchor_end[order]
-        self.e_delay = g.delay[order]
-        self.dsts, self.e_starts = np.unique(self.e_dst, return_index=True)
-        self.chain_rank = np.cumsum(g.first) - 1
-
-
-def replay(g: Graph, dur: np.ndarray | None = None, scan: _Scan | None = None) -> tuple[np.ndarray, int]:
-    """(start of every node, rounds) with durations ``dur`` (the measured ones when None)."""
-    scan = scan or _Scan(g)
+def replay(g: Graph, dur: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """(start of every node, rounds) of the whole graph with durations ``dur`` (the measured ones when None)."""
     dur = g.dur if dur is None else np.asarray(dur, np.int64)
-    n = len(g)
+    return _replay(g.first, g.gap, g.fixed, dur, g.src, g.dst, g.anchor_end, g.delay)
+
+
+def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Replay of the nodes that start within [lo, hi] (a step), everything before ``lo`` kept as measured:
+    (the nodes, their starts, rounds). Nodes after ``hi`` cannot bound the step (every edge and chain edge
+    goes forward in measured time), so they are left out."""
+    inside = (g.start >= lo) & (g.start <= hi)
+    win = np.flatnonzero(inside)
+    if not len(win):
+        return win, np.empty(0, np.int64), 0
+    head = win[~g.first[win] & ~inside[np.maximum(win - 1, 0)]]  # first window node of a chain
+    preds = head - 1
+    e_in = np.flatnonzero(inside[g.dst])
+    outer = np.setdiff1d(g.src[e_in][~inside[g.src[e_in]]], preds)
+    nodes = np.concatenate([win, preds, outer])
+    key = np.concatenate([g.chain[win], g.chain[preds], -1 - np.arange(len(outer))])
+    order = np.lexsort((nodes, key))
+    nodes, key = nodes[order], key[order]
+    first = np.ones(len(nodes), bool)
+    first[1:] = key[1:] != key[:-1]
+    frozen = ~inside[nodes]
+    fixed = np.where(frozen, g.start[nodes], g.fixed[nodes])
+    d = np.where(frozen, g.dur[nodes], dur[nodes])
+    pos = np.full(len(g), -1, np.int64)
+    pos[nodes] = np.arange(len(nodes))
+    t, rounds = _replay(first, g.gap[nodes], fixed, d, pos[g.src[e_in]], pos[g.dst[e_in]], g.anchor_end[e_in],
+                        g.delay[e_in])
+    keep = ~frozen
+    return nodes[keep], t[keep], rounds
+
+
+def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay) -> tuple[np.ndarray, int]:
+    n = len(first)
+    first_idx = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    chain_rank = np.cumsum(first) - 1
     inc = np.zeros(n, np.int64)
     inc[1:] = dur[:-1]
-    inc = np.where(g.first, 0, inc + g.gap)
+    inc = np.where(first, 0, inc + gap)
     c = np.cumsum(inc)
-    prefix = c - c[scan.first_idx]
-    t = _scan_chains(g.fixed, prefix, scan)
+    prefix = c - c[first_idx]
+    order = np.argsort(dst, kind="stable")
+    e_dst, e_src, e_anchor, e_delay = dst[order], src[order], anchor_end[order], delay[order]
+    dsts, starts = np.unique(e_dst, return_index=True)
+    t = _scan_chains(fixed, prefix, chain_rank)
     for rounds in range(1, MAX_ROUNDS):
-        ext = g.fixed.copy()
-        if len(scan.e_dst):
-            vals = t[scan.e_src] + np.where(scan.e_anchor, dur[scan.e_src], 0) + scan.e_delay
-            ext[scan.dsts] = np.maximum(ext[scan.dsts], np.maximum.reduceat(vals, scan.e_starts))
-        new = _scan_chains(ext, prefix, scan)
+        ext = fixed.copy()
+        if len(e_dst):
+            vals = t[e_src] + np.where(e_anchor, dur[e_src], 0) + e_delay
+            ext[dsts] = np.maximum(ext[dsts], np.maximum.reduceat(vals, starts))
+        new = _scan_chains(ext, prefix, chain_rank)
         if np.array_equal(new, t):
             return t, rounds
         t = new
     raise RuntimeError("replay did not converge: the graph has a cycle")
 
 
-def _scan_chains(ext: np.ndarray, prefix: np.ndarray, scan: _Scan) -> np.ndarray:
-    """start = prefix + segmented cummax(ext - prefix), segments = chains (every chain's first node has a fixed
-    start, so values below -1 never win and are clipped; chains are offset so that none sees its predecessor)."""
-    x = np.maximum(ext - prefix, -1)
-    span = int(x.max()) + 2 if len(x) else 1
-    if span * (int(scan.chain_rank[-1]) + 1 if len(x) else 1) >= 2**62:
+def _scan_chains(ext: np.ndarray, prefix: np.ndarray, chain_rank: np.ndarray) -> np.ndarray:
+    """start = prefix + segmented cummax(ext - prefix), segments = chains. Values are taken relative to the
+    earliest finite input and clipped below at -1 (every chain's first node has a fixed start, so lower values
+    never win); chains are offset so that none sees its predecessor's maximum."""
+    if not len(ext):
+        return ext.copy()
+    x = ext - prefix
+    finite = ext > NEG // 2
+    base = int(x[finite].min()) if finite.any() else 0
+    x = np.where(finite, x - base, -1)
+    x = np.maximum(x, -1)
+    span = int(x.max()) + 2
+    if span * (int(chain_rank[-1]) + 1) >= 2**62:
         raise OverflowError("replay: trace too long for the int64 scan")
-    off = scan.chain_rank * span
+    off = chain_rank * span
     m = np.maximum.accumulate(x + off) - off
-    out = prefix + m
-    return np.where(m < 0, NEG, out)  # a barrier node nobody reached yet
+    return np.where(m < 0, NEG, prefix + m + base)
 
 
 # --- what-if specs ---------------------------------------------------------------------------------------
@@ -168,15 +194,28 @@ def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.nda
 
 # --- step times ------------------------------------------------------------------------------------------
 
-def step_times(g: Graph, start: np.ndarray, dur: np.ndarray) -> dict[int, int]:
-    """Per step: the latest window end over ranks minus the earliest window start (replayed times)."""
-    lo: dict[int, int] = {}
-    hi: dict[int, int] = {}
+def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int]:
+    """Per step, replayed from its measured start: the latest window end over ranks minus the earliest window
+    start. Also the most rounds a step took."""
+    out: dict[int, int] = {}
+    most = 0
+    for step, wins in _by_step(g).items():
+        lo, hi = min(w.start_ns for w in wins), max(w.end_ns for w in wins)
+        nodes, t, rounds = replay_window(g, dur, lo, hi)
+        most = max(most, rounds)
+        at = np.full(len(g), NEG, np.int64)
+        at[nodes] = t
+        s = min(int(at[w.start_node]) for w in wins)
+        e = max(int(at[w.end_node] + dur[w.end_node]) for w in wins)
+        out[step] = e - s
+    return out, most
+
+
+def _by_step(g: Graph) -> dict[int, list]:
+    steps: dict[int, list] = {}
     for w in g.windows:
-        s, e = int(start[w.start_node]), int(start[w.end_node] + dur[w.end_node])
-        lo[w.step] = min(lo.get(w.step, s), s)
-        hi[w.step] = max(hi.get(w.step, e), e)
-    return {k: hi[k] - lo[k] for k in sorted(lo)}
+        steps.setdefault(w.step, []).append(w)
+    return dict(sorted(steps.items()))
 
 
 def measured_step_times(g: Graph) -> dict[int, int]:
@@ -223,13 +262,10 @@ def whatif(traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str |
     unchanged graph is always run and its error reported."""
     parsed = [s if isinstance(s, Spec) else Spec.parse(s) for s in specs]
     g = graph if graph is not None else build_graph(traces, windows)
-    scan = _Scan(g)
-    ident, _ = replay(g, None, scan)
     dur, notes = scaled_durations(g, traces, parsed)
-    pred, rounds = replay(g, dur, scan) if parsed else (ident, 0)
     measured = measured_step_times(g)
-    replayed = step_times(g, ident, g.dur)
-    predicted = step_times(g, pred, dur)
+    replayed, rounds = predicted_step_times(g, g.dur)
+    predicted = predicted_step_times(g, dur)[0] if parsed else replayed
     steps = tuple(StepPrediction(k, measured[k], predicted[k], replayed[k]) for k in measured)
     err = max((abs(s.replayed_ns - s.measured_ns) / s.measured_ns for s in steps if s.measured_ns), default=0.0)
     if not steps:
