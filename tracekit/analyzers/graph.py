@@ -554,7 +554,7 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
 def _residuals(chain, start, dur, src, dst, anchor_end, natural):
     """Measured gaps and delays: the binding input of each node (the largest natural candidate; the chain edge
     on ties) gets the residual up to the node's measured start; the others keep their natural delay clipped to
-    it. Chains' first nodes have a fixed start (their measured one)."""
+    it. A chain's first node without any input has a fixed start (its measured one)."""
     n = len(chain)
     first = np.ones(n, bool)
     first[1:] = chain[1:] != chain[:-1]
@@ -575,5 +575,7 @@ def _residuals(chain, start, dur, src, dst, anchor_end, natural):
     has_edge_bind = np.zeros(n, bool)
     has_edge_bind[dst[bind]] = True
     gap = np.where(first, 0, np.where(has_edge_bind, np.minimum(0, start - chain_cand), start - chain_cand))
-    fixed = np.where(first, start, NEG)
+    has_input = np.zeros(n, bool)
+    has_input[dst] = True
+    fixed = np.where(first & ~has_input, start, NEG)  # where a chain starts unprompted (the trace's beginning)
     return gap.astype(np.int64), delay.astype(np.int64), fixed.astype(np.int64)

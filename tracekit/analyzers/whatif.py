@@ -86,8 +86,8 @@ def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay) -> tuple[np.nda
 
 def _scan_chains(ext: np.ndarray, prefix: np.ndarray, chain_rank: np.ndarray) -> np.ndarray:
     """start = prefix + segmented cummax(ext - prefix), segments = chains. Values are taken relative to the
-    earliest finite input and clipped below at -1 (every chain's first node has a fixed start, so lower values
-    never win); chains are offset so that none sees its predecessor's maximum."""
+    earliest finite input; a node no input has reached yet (-1 after clipping) stays NEG; chains are offset so
+    that none sees its predecessor's maximum."""
     if not len(ext):
         return ext.copy()
     x = ext - prefix
