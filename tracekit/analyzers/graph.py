@@ -83,7 +83,7 @@ class Graph:
     base_ns: int
     shifts: dict[int, int]  # rank -> what was subtracted from its table's times (base + clock offset)
     notes: tuple[str, ...] = ()
-    first: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]  # chain-first flags
+    first: np.ndarray = field(init=False, repr=False, compare=False)  # chain-first flags
 
     def __post_init__(self) -> None:
         f = np.ones(len(self.chain), bool)

@@ -257,11 +257,12 @@ class WhatIf:
 
 
 def whatif(traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str | None = None,
-           graph: Graph | None = None) -> WhatIf:
+           graph: Graph | None = None, comm=None) -> WhatIf:
     """Measured vs predicted time of every step with the durations changed by ``specs``; the replay of the
-    unchanged graph is always run and its error reported."""
+    unchanged graph is always run and its error reported. ``comm``: a CommResult to reuse (its clock offsets
+    and dimensions are the graph's)."""
     parsed = [s if isinstance(s, Spec) else Spec.parse(s) for s in specs]
-    g = graph if graph is not None else build_graph(traces, windows)
+    g = graph if graph is not None else build_graph(traces, windows, comm)
     dur, notes = scaled_durations(g, traces, parsed)
     measured = measured_step_times(g)
     replayed, rounds = predicted_step_times(g, g.dur)
