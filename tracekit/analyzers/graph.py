@@ -284,21 +284,28 @@ def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
 
 
 def _latest_before(values, groups, limits, want_group):
-    """Index of the largest ``values`` <= limit, among rows of ``want_group`` (or of any group where -1)."""
+    """Index of the largest ``values`` <= limit, among rows of ``want_group`` (or of any group where -1). One
+    sort of (group, value) keys and one search for all the queries."""
     out = np.full(len(limits), -1, np.int64)
-    order = np.argsort(values, kind="stable")
+    if not len(values):
+        return out
     anyg = want_group < 0
     if anyg.any():
+        order = np.argsort(values, kind="stable")
         pos = np.searchsorted(values[order], limits[anyg], side="right") - 1
         out[anyg] = np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
     if (~anyg).any():
-        key = np.lexsort((values, groups))
-        gk, vk = groups[key], values[key]
-        lo = np.searchsorted(gk, want_group[~anyg], side="left")
-        hi = np.searchsorted(gk, want_group[~anyg], side="right")
-        pos = np.array([lo_ + np.searchsorted(vk[lo_:hi_], lim, side="right") - 1
-                        for lo_, hi_, lim in zip(lo.tolist(), hi.tolist(), limits[~anyg].tolist())], np.int64)
-        out[~anyg] = np.where(pos >= lo, key[np.maximum(pos, 0)], -1)
+        ug, gcode = np.unique(groups, return_inverse=True)
+        lo = int(min(values.min(), limits.min()))
+        B = np.int64(2**42)
+        order = np.lexsort((values, gcode))
+        keys = (gcode * B + (values - lo))[order]
+        q = want_group[~anyg]
+        qc = np.searchsorted(ug, q)
+        known = (qc < len(ug)) & (ug[np.minimum(qc, len(ug) - 1)] == q)
+        pos = np.searchsorted(keys, qc * B + (limits[~anyg] - lo), side="right") - 1
+        hit = known & (pos >= 0) & (gcode[order[np.maximum(pos, 0)]] == qc)
+        out[~anyg] = np.where(hit, order[np.maximum(pos, 0)], -1)
     return out
 
 
@@ -349,26 +356,54 @@ def _gloo_issues(parts, t, host_rows, worker_rows, d_rows, d_ids, w_ids, pid, ps
 def _stream_waits(parts, t, ts, end, d_rows, d_ids, d_end_ids):
     """cudaStreamWaitEvent: the first activity after a device-side wait on a stream waits for the latest
     activity of another stream of the device that ended before it started (by time: the table carries no
-    event ids)."""
+    event ids). Vectorised: one search per wait for the next activity of its stream, then a few steps back
+    through the device's activities sorted by end to skip those of the waiting stream itself."""
     sw = np.flatnonzero(t.mask_kind(EventKind.SYNC) & (t["device"] >= 0) & (t["stream"] >= 0))
-    names = t.decode("name_id")[sw] if len(sw) else np.empty(0, object)
-    sw = sw[np.array(["wait" in str(n).lower() for n in names], bool)] if len(sw) else sw
     if not len(sw) or not len(d_rows):
         return
-    ds, dstart, dend = t["stream"][d_rows], ts[d_rows], end[d_rows]
-    dst_idx, src_idx = [], []
-    for row in sw.tolist():  # one per cudaStreamWaitEvent: few
-        s, at = int(t["stream"][row]), int(ts[row])
-        after = np.flatnonzero((ds == s) & (dstart >= at))
-        if not len(after):
-            continue
-        j = after[np.argmin(dstart[after])]
-        other = np.flatnonzero((ds != s) & (t["device"][d_rows] == t["device"][row]) & (dend <= dstart[j]))
-        if len(other):
-            dst_idx.append(j)
-            src_idx.append(other[np.argmax(dend[other])])
-    if dst_idx:
-        parts.add_edges(d_end_ids[src_idx], d_ids[dst_idx], True, 0, STREAM_WAIT)
+    waits = np.array(["wait" in s.lower() for s in t.strings] + [False], bool)
+    nid = t["name_id"][sw]
+    sw = sw[waits[np.where(nid < 0, len(t.strings), nid)]]
+    if not len(sw):
+        return
+    dev, ds, dstart, dend = t["device"][d_rows].astype(np.int64), t["stream"][d_rows], ts[d_rows], end[d_rows]
+    # the next activity on the waiting stream at or after the wait
+    lane = dev * (2**40) + ds
+    nxt = _first_after(lane, dstart, t["device"][sw].astype(np.int64) * (2**40) + t["stream"][sw], ts[sw])
+    ok = nxt >= 0
+    j, stream_j = nxt[ok], ds[nxt[ok]]
+    # the latest end <= its start on the same device, stepping back past the waiting stream's own activities
+    ug, gcode = np.unique(dev, return_inverse=True)
+    order = np.lexsort((dend, gcode))
+    lo = int(min(dend.min(), dstart.min()))
+    B = np.int64(2**42)
+    keys = (gcode * B + (dend - lo))[order]
+    pos = np.searchsorted(keys, gcode[j] * B + (dstart[j] - lo), side="right") - 1
+    src = np.full(len(j), -1, np.int64)
+    for _ in range(8):  # a bounded walk back, vectorised over all waits
+        valid = (pos >= 0) & (src < 0)
+        cand = order[np.maximum(pos, 0)]
+        same_dev = gcode[cand] == gcode[j]
+        take = valid & same_dev & (ds[cand] != stream_j)
+        src[take] = cand[take]
+        pos = np.where(valid & same_dev & ~take, pos - 1, -1)
+    keep = src >= 0
+    parts.add_edges(d_end_ids[src[keep]], d_ids[j[keep]], True, 0, STREAM_WAIT)
+
+
+def _first_after(lanes, starts, q_lanes, q_times):
+    """Index of the earliest ``starts`` >= q_time on lane q_lane (-1 where none)."""
+    ul, code = np.unique(lanes, return_inverse=True)
+    lo = int(min(starts.min(), q_times.min()))
+    B = np.int64(2**42)
+    order = np.lexsort((starts, code))
+    keys = (code * B + (starts - lo))[order]
+    qc = np.searchsorted(ul, q_lanes)
+    known = (qc < len(ul)) & (ul[np.minimum(qc, len(ul) - 1)] == q_lanes)
+    pos = np.searchsorted(keys, qc * B + (q_times - lo), side="left")
+    inside = known & (pos < len(keys))
+    hit = inside & (code[order[np.minimum(pos, len(keys) - 1)]] == qc)
+    return np.where(hit, order[np.minimum(pos, len(keys) - 1)], -1)
 
 
 def _pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type):

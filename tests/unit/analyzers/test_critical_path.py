@@ -130,3 +130,21 @@ def test_a_gap_on_a_host_thread_is_host_time():
     (s,) = critical_paths(ts).steps
     assert s.by_kind_ns["host"] == 1000
     assert ("ProfilerStep#0", 100, 600) in [(x.name, x.start_ns, x.dur_ns) for x in s.segments]
+
+
+def test_a_stream_wait_makes_the_waiting_stream_follow_the_other():
+    """cudaStreamWaitEvent: B on stream 8 waits for A on stream 7, then the host synchronises with stream 8."""
+    ts = traceset({0: table([
+        ev("STEP", 0, 2000, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 10, 10, 1), kernel("A", 20, 1000, 1),
+        rt("cudaStreamWaitEvent", 30, 5, 2), ev("SYNC", 32, 1, 0, stream=8, device=0, name="Stream Wait Event",
+                                                 correlation=2),
+        rt("cudaLaunchKernel", 40, 10, 3), kernel("B", 1020, 100, 3, stream=8),
+        rt("cudaStreamSynchronize", 60, 1070, 4), ev("SYNC", 61, 1068, 0, stream=8, device=0, name="Stream Sync",
+                                                     correlation=4),
+    ])}, device_type="cuda")
+    (s,) = critical_paths(ts).steps
+    assert [x.name for x in s.segments if x.kind == "compute"] == ["A", "B"]
+    assert s.by_kind_ns["compute"] == 1100
+    (half,) = whatif(ts, ["kernel:^A$=0.5"]).steps
+    assert half.predicted_ns == 2000 - 500
