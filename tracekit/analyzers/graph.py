@@ -39,6 +39,9 @@ EDGE_KIND = (HOST, HOST, IDLE, HOST, HOST, WAIT, WAIT)
 CHAIN_GAP_KIND = (HOST, IDLE, IDLE, WAIT)
 
 HOST_SYNC_CALLS = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchroni[sz]e")
+# calls that block when the device is behind: a full launch queue, a copy from/to pageable memory
+BLOCKING_CALLS = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|MemcpyAsync|Memcpy|MemsetAsync)$")
+BLOCKED_NS = 50_000  # a blocking call this long, with device work ending inside it, waited for the device
 _HOST_KINDS = (EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.ANNOTATION, EventKind.RUNTIME, EventKind.STEP,
                EventKind.SYNC, EventKind.OTHER)
 _DEVICE_NODE_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET)
@@ -264,10 +267,17 @@ def _end_node(d_ids, t_ids):
 def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
     """(device node waited for, cut time, thread, call row) of each host synchronisation that waited: the latest
     device activity (of the synchronised stream when the trace names it) that ended inside the call. The table
-    carries no cudaEventRecord ids, so an event sync waits for the latest activity of any stream (by time)."""
+    carries no cudaEventRecord ids, so an event sync waits for the latest activity of any stream (by time). A
+    launch or copy call of BLOCKED_NS or more during which device work ended waited for that work (a full launch
+    queue, a pageable copy)."""
     names = np.array([bool(HOST_SYNC_CALLS.match(s)) for s in t.strings] + [False], bool)
+    blocking = np.array([bool(BLOCKING_CALLS.match(s)) for s in t.strings] + [False], bool)
     nid = t["name_id"][host_rows]
-    sync_rows = host_rows[names[np.where(nid < 0, len(t.strings), nid)] & (t["kind"][host_rows] == EventKind.RUNTIME)]
+    code = np.where(nid < 0, len(t.strings), nid)
+    runtime = t["kind"][host_rows] == EventKind.RUNTIME
+    long_call = blocking[code] & (end[host_rows] - ts[host_rows] >= BLOCKED_NS)
+    sync_rows = host_rows[(names[code] | long_call) & runtime]
+    is_long = ~names[np.where(t["name_id"][sync_rows] < 0, len(t.strings), t["name_id"][sync_rows])]
     empty = (np.empty(0, np.int64),) * 4
     if not len(sync_rows) or not len(d_rows):
         return empty
@@ -280,6 +290,17 @@ def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
     dep = _latest_before(d_end, t["stream"][d_rows], end[sync_rows], stream)
     dep_end = np.where(dep >= 0, d_end[np.maximum(dep, 0)], NEG)
     waited = (dep >= 0) & (dep_end > ts[sync_rows])
+    if is_long.any():  # a long launch/copy waited for earlier work (or, a copy, for its own transfer)
+        corr = t["correlation"]
+        rt_rows = host_rows[runtime & (corr[host_rows] >= 0)]
+        launched = pd.Series(ts[rt_rows], index=corr[rt_rows])
+        launched = launched[~launched.index.duplicated()]
+        drow = d_rows[np.maximum(dep, 0)]
+        at = launched.reindex(corr[drow]).to_numpy(np.float64)
+        before = np.nan_to_num(at, nan=np.inf) < ts[sync_rows]
+        own_copy = (corr[drow] == corr[sync_rows]) & np.isin(t["kind"][drow], [EventKind.MEMCPY, EventKind.MEMSET])
+        returned = end[sync_rows] - dep_end <= BLOCKED_NS
+        waited &= ~is_long | ((before | own_copy) & returned)
     return d_end_ids[dep[waited]], dep_end[waited], t["stream"][sync_rows][waited], sync_rows[waited]
 
 

@@ -148,3 +148,23 @@ def test_a_stream_wait_makes_the_waiting_stream_follow_the_other():
     assert s.by_kind_ns["compute"] == 1100
     (half,) = whatif(ts, ["kernel:^A$=0.5"]).steps
     assert half.predicted_ns == 2000 - 500
+
+
+def _blocked(own_kernel_only: bool):
+    rows = [ev("STEP", 0, 1_000_000, 0, name="ProfilerStep#0", **HOST)]
+    if not own_kernel_only:  # K1 was queued before; the second launch returns when it finishes (queue full)
+        rows += [rt("cudaLaunchKernel", 10, 10, 1), kernel("K1", 30, 500_000, 1)]
+    # a 400 µs launch whose own kernel ends just before it returns (lazy module loading: host time)
+    rows += [rt("cudaLaunchKernel", 100_000, 430_002, 2), kernel("K2", 530_000 if own_kernel_only else 530_030,
+                                                               0 if own_kernel_only else 5, 2)]
+    rows += [op("aten::after", 530_002, 400_000)]
+    return traceset({0: table(rows)}, device_type="cuda")
+
+
+def test_a_blocked_launch_waits_for_earlier_device_work_only():
+    (s,) = critical_paths(_blocked(own_kernel_only=False)).steps
+    assert s.by_kind_ns["compute"] == 500_000  # K1 is on the path: the launch waited for it
+    (half,) = whatif(_blocked(own_kernel_only=False), ["kernel:K1=0.5"]).steps
+    assert half.predicted_ns == 1_000_000 - 250_000
+    (own,) = critical_paths(_blocked(own_kernel_only=True)).steps
+    assert own.by_kind_ns["compute"] == 0 and own.by_kind_ns["host"] == 1_000_000
