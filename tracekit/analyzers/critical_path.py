@@ -73,18 +73,20 @@ class StepPath:
     by_kind_ns: dict[str, int]
     by_dimension_ns: dict[str, int]
     by_rank_kind_ns: dict[tuple[int, str], int]
+    by_collective_ns: dict[str, int]  # "dimension op" -> transfer on the path (e.g. "tp all_gather")
     segments: tuple[Segment, ...]
     crossings: tuple[Crossing, ...]
 
     @property
     def verdict(self) -> str:
-        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_dimension_ns,
+        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns,
                                                 self.crossings)
 
     def to_dict(self) -> dict:
         return {"step": self.step, "length_us": self.length_ns / 1e3,
                 "by_kind": {k: self.by_kind_ns.get(k, 0) / 1e3 for k in KINDS},
                 "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
+                "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
                 "verdict": self.verdict, "segments": [s.to_dict() for s in self.segments]}
 
 
@@ -104,7 +106,7 @@ class CriticalPaths:
         for s in self.steps:
             for k, v in s.by_rank_kind_ns.items():
                 rk[k] = rk.get(k, 0) + v
-            for k2, v in s.by_dimension_ns.items():
+            for k2, v in s.by_collective_ns.items():
                 dims[k2] = dims.get(k2, 0) + v
         cross = tuple(c for s in self.steps for c in s.crossings)
         return f"{len(self.steps)} steps: " + _shares(total, rk, dims, cross)
@@ -113,37 +115,31 @@ class CriticalPaths:
         return {"verdict": self.verdict, "steps": [s.to_dict() for s in self.steps], "notes": list(self.notes)}
 
 
-def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], dims: dict[str, int],
+def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[str, int],
             crossings: Sequence[Crossing]) -> str:
+    """ "61 % compute on rank 2, 22 % tp all_gather transfer on rank 2, 8 % host on rank 3; the path waits for
+    rank 3 at 4 collectives (...)": the five largest (rank, kind) shares of the path, those under 1 % left out."""
     if total <= 0:
         return "empty"
-    kinds: dict[str, int] = {}
-    for (_, k), v in by_rank_kind.items():
-        kinds[k] = kinds.get(k, 0) + v
+    labels = {"idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives",
+              "memcpy": "memcpy/memset"}
+    if colls:
+        d, _ = max(colls.items(), key=lambda kv: kv[1])
+        labels["comm_transfer"] = f"{d} transfer" if len(colls) == 1 else f"transfer (most in {d})"
     parts = []
-    for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]):
+    for (r, k), v in sorted(by_rank_kind.items(), key=lambda kv: -kv[1]):
         pct = round(100 * v / total)
-        if pct < 1:
-            continue
-        ranks = {r: x for (r, kk), x in by_rank_kind.items() if kk == k and r >= 0}
-        where = ""
-        if ranks:
-            r, x = max(ranks.items(), key=lambda kv: kv[1])
-            where = f" on rank {r}" if len(ranks) == 1 or x >= 0.5 * v else f" (most on rank {r})"
-        label = {"host": "host", "idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives",
-                 "memcpy": "memcpy/memset"}.get(k, k)
-        if k == "comm_transfer" and dims:
-            d, _ = max(dims.items(), key=lambda kv: kv[1])
-            label = f"{d} transfer"
-        parts.append(f"{pct} % {label}{where}")
-    text = ", ".join(parts)
+        if pct >= 1:
+            parts.append(f"{pct} % {labels.get(k, k)}" + (f" on rank {r}" if r >= 0 else ""))
+    text = ", ".join(parts[:5]) + (f" and {len(parts) - 5} smaller shares" if len(parts) > 5 else "")
     if crossings:
         late: dict[int, int] = {}
         for c in crossings:
             late[c.to_rank] = late.get(c.to_rank, 0) + c.wait_ns
         r, w = max(late.items(), key=lambda kv: kv[1])
-        text += f"; the path waits for rank {r} at {sum(1 for c in crossings if c.to_rank == r)} collectives " \
-                f"({w / 1e3:,.0f} µs of waiting)"
+        n = sum(1 for c in crossings if c.to_rank == r)
+        text += f"; the path waits for rank {r} at {n} collective{'s' if n > 1 else ''} " \
+                f"({w / 1e3:,.1f} µs of waiting)"
     return text
 
 
@@ -198,6 +194,11 @@ class _Names:
         name = t.string(int(t["name_id"][row])) or ""
         return name + (" (arrival)" if g.kind[j] == WAIT else "")
 
+    def op(self, j: int) -> str:
+        row, r = int(self.g.row[j]), int(self.g.rank[j])
+        t = self.tables.get(r)
+        return (t.string(int(t["coll_op_id"][row])) or "") if t is not None and row >= 0 else ""
+
     def lane(self, j: int) -> str:
         g = self.g
         c = g.chain[j]
@@ -213,6 +214,7 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
     crossings: list[Crossing] = []
     cur = int(g.start[j] + g.dur[j])
     at_end = True
+    came_from = -1
     guard = 4 * len(g) + 10
     while cur > start_t and guard > 0:
         guard -= 1
@@ -238,8 +240,12 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
                 et = int(g.etype[k])
                 segs.append((int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]), "",
                              _EDGE_NAMES.get(et, "(dependency)"), max(anchor, start_t), cur, EDGE_KIND[et], ""))
-            if int(g.etype[k]) == ARRIVE:
-                _crossing(g, names, b, j, src, crossings)
+            if int(g.etype[k]) == RELEASE:
+                came_from = j
+            elif int(g.etype[k]) == ARRIVE and came_from >= 0:
+                c = _crossing(g, names, came_from, src)
+                if c is not None:
+                    crossings.append(c)
             cur, j, at_end = anchor, src, bool(g.anchor_end[k])
         else:
             segs.append((int(g.rank[j]), names.lane(j), "(before the first event)", start_t, cur, IDLE, ""))
@@ -247,25 +253,22 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
     return _result(g, step, segs, crossings, end_w.end_ns - start_t)
 
 
-def _crossing(g: Graph, names: _Names, b: _Binding, barrier: int, arrival: int, crossings: list) -> None:
-    """The walk reached a barrier from a rank's transfer and leaves it for the last arriver."""
-    # the transfer node we came from is the release edge's target; find the one on the path: the caller
-    # passes the barrier; its peers' waits are their transfer start - own arrival
-    to_rank = int(g.rank[arrival])
-    rel = np.flatnonzero((g.src == barrier) & (g.etype == RELEASE))
-    for e in rel.tolist():
-        t_node = int(g.dst[e])
-        r = int(g.rank[t_node])
-        if r != to_rank:
-            wait = int(g.start[t_node] - g.start[t_node - 1])
-            crossings.append(Crossing(r, to_rank, names.node(t_node), str(g.dimension[t_node]), wait))
-            return
+def _crossing(g: Graph, names: _Names, t_node: int, arrival: int) -> Crossing | None:
+    """The walk came to a barrier from ``t_node`` (a rank's transfer) and leaves it for ``arrival``, the last
+    rank to arrive. ``t_node - 1`` is the rank's own arrival (W and T are neighbours in their chain)."""
+    frm, to = int(g.rank[t_node]), int(g.rank[arrival])
+    if frm == to:
+        return None
+    wait = int(g.start[t_node] - g.start[t_node - 1])
+    return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 
 def _node_seg(g: Graph, names: _Names, j: int, s: int, e: int):
     kind = int(g.kind[j])
-    dim = str(g.dimension[j]) if kind == TRANSFER else ""
-    return (int(g.rank[j]), names.lane(j), names.node(j), s, e, kind, dim or ("unknown" if kind == TRANSFER else ""))
+    dim = (str(g.dimension[j]) or "unknown") if kind == TRANSFER else ""
+    if dim:
+        dim += "|" + names.op(j)
+    return (int(g.rank[j]), names.lane(j), names.node(j), s, e, kind, dim)
 
 
 def _result(g: Graph, step: int, segs, crossings, length: int) -> StepPath:
@@ -278,13 +281,17 @@ def _result(g: Graph, step: int, segs, crossings, length: int) -> StepPath:
             merged.append([r, lane, name, s, e, kind, dim])
     by_kind: dict[str, int] = {k: 0 for k in KINDS}
     by_dim: dict[str, int] = {}
+    by_coll: dict[str, int] = {}
     by_rk: dict[tuple[int, str], int] = {}
     out = []
-    for r, lane, name, s, e, kind, dim in merged:
+    for r, lane, name, s, e, kind, dim_op in merged:
         k = KINDS[kind]
         by_kind[k] += e - s
         by_rk[(r, k)] = by_rk.get((r, k), 0) + e - s
+        dim, _, op = dim_op.partition("|")
         if dim:
             by_dim[dim] = by_dim.get(dim, 0) + e - s
+            coll = f"{dim} {op}".strip()
+            by_coll[coll] = by_coll.get(coll, 0) + e - s
         out.append(Segment(r, lane, name, s + g.base_ns, e - s, k, dim))
-    return StepPath(step, length, by_kind, by_dim, by_rk, tuple(out), tuple(crossings))
+    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, tuple(out), tuple(crossings))

@@ -105,7 +105,7 @@ def test_cross_rank_path_changes_rank_twice():
     assert (1, "aten::H1", 0, 400) in named and (0, "aten::H0", 610, 390) in named
     assert (0, "ncclDevKernel_AllReduce", 420, 180) in named and (1, "ncclDevKernel_AllReduce", 1015, 285) in named
     assert [(c.from_rank, c.to_rank) for c in s.crossings] == [(1, 0), (0, 1)]
-    assert "waits for rank" in s.verdict and "tp transfer" in s.verdict
+    assert "waits for rank" in s.verdict and "tp all_reduce transfer" in s.verdict
 
 
 def test_cross_rank_whatif():
