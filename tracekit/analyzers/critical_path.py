@@ -109,7 +109,8 @@ class CriticalPaths:
             for k2, v in s.by_collective_ns.items():
                 dims[k2] = dims.get(k2, 0) + v
         cross = tuple(c for s in self.steps for c in s.crossings)
-        return f"{len(self.steps)} steps: " + _shares(total, rk, dims, cross)
+        n = len(self.steps)
+        return f"{n} step{'s' if n != 1 else ''}: " + _shares(total, rk, dims, cross)
 
     def to_dict(self) -> dict:
         return {"verdict": self.verdict, "steps": [s.to_dict() for s in self.steps], "notes": list(self.notes)}
@@ -228,18 +229,19 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
         if k == -1:
             ctype = int(g.chain_type[g.chain[j]])
             gap = int(g.gap[j])
-            if gap > 0:
-                segs.append((int(g.rank[j]), names.lane(j), "(gap)", max(cur - gap, start_t), cur,
-                             CHAIN_GAP_KIND[ctype], ""))
+            if gap:  # negative where measured activities of a stream overlap (rounding): kept, so sums stay exact
+                segs.append((int(g.rank[j]), names.lane(j), "(gap)", max(cur - gap, start_t) if gap > 0 else cur - gap,
+                             cur, CHAIN_GAP_KIND[ctype], ""))
             cur -= gap
             j, at_end = j - 1, True
         elif k >= 0:
             src = int(g.src[k])
             anchor = int(g.start[src] + (g.dur[src] if g.anchor_end[k] else 0))
-            if cur > anchor:
+            if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
                 et = int(g.etype[k])
                 segs.append((int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]), "",
-                             _EDGE_NAMES.get(et, "(dependency)"), max(anchor, start_t), cur, EDGE_KIND[et], ""))
+                             _EDGE_NAMES.get(et, "(dependency)"), max(anchor, start_t) if cur > anchor else anchor,
+                             cur, EDGE_KIND[et], ""))
             if int(g.etype[k]) == RELEASE:
                 came_from = j
             elif int(g.etype[k]) == ARRIVE and came_from >= 0:

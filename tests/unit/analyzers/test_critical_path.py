@@ -168,3 +168,16 @@ def test_a_blocked_launch_waits_for_earlier_device_work_only():
     assert half.predicted_ns == 1_000_000 - 250_000
     (own,) = critical_paths(_blocked(own_kernel_only=True)).steps
     assert own.by_kind_ns["compute"] == 0 and own.by_kind_ns["host"] == 1_000_000
+
+
+def test_overlapping_activities_on_a_stream_keep_the_sums_exact():
+    ts = traceset({0: table([
+        ev("STEP", 0, 1000, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 10, 10, 1), kernel("K1", 30, 300, 1),
+        rt("cudaLaunchKernel", 40, 10, 2), kernel("K2", 329, 200, 2),  # starts 1 ns before K1 ends (rounding)
+        rt("cudaDeviceSynchronize", 60, 500, 3),
+    ])}, device_type="cuda")
+    (s,) = critical_paths(ts).steps
+    assert sum(s.by_kind_ns.values()) == s.length_ns == 1000
+    assert ("(gap)", -1) in [(x.name, x.dur_ns) for x in s.segments]
+    assert whatif(ts).replay_error == 0.0
