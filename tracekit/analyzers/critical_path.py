@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -297,3 +298,23 @@ def _result(g: Graph, step: int, segs, crossings, length: int) -> StepPath:
             by_coll[coll] = by_coll.get(coll, 0) + e - s
         out.append(Segment(r, lane, name, s + g.base_ns, e - s, k, dim))
     return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, tuple(out), tuple(crossings))
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPathOptions:
+    windows: str | None = None  # None: ProfilerStep#N; else the annotation whose instances are the windows
+    dim_map: tuple[str, ...] = ()
+    align_clocks: bool = True
+
+
+class CriticalPathAnalyzer:
+    """The Analyzer protocol (analyzers/base.py) around critical_paths; not yet listed in ANALYZERS."""
+
+    name: ClassVar[str] = "critical_path"
+    Options: ClassVar[type] = CriticalPathOptions
+
+    def run(self, traces: TraceSet, options: CriticalPathOptions = CriticalPathOptions()) -> CriticalPaths:
+        from .run import CommAnalyzer, CommOptions
+
+        comm = CommAnalyzer().run(traces, CommOptions(dim_map=options.dim_map, align_clocks=options.align_clocks))
+        return critical_paths(traces, windows=options.windows, comm=comm)

@@ -181,3 +181,12 @@ def test_overlapping_activities_on_a_stream_keep_the_sums_exact():
     assert sum(s.by_kind_ns.values()) == s.length_ns == 1000
     assert ("(gap)", -1) in [(x.name, x.dur_ns) for x in s.segments]
     assert whatif(ts).replay_error == 0.0
+
+
+def test_the_analyzer_protocol_gives_the_same_paths():
+    from tracekit.analyzers.base import Analyzer
+    from tracekit.analyzers.critical_path import CriticalPathAnalyzer
+
+    a = CriticalPathAnalyzer()
+    assert isinstance(a, Analyzer)
+    assert a.run(two_ranks()).to_dict() == critical_paths(two_ranks()).to_dict()
