@@ -169,7 +169,7 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     host_rows = np.flatnonzero(t.mask_kind(*_HOST_KINDS) & (dev < 0) & ~np.isin(lane, workers) & (t["dur_ns"] > 0))
     # device streams and gloo worker threads: one node per activity (a collective: arrival W + transfer T)
     d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows)
-    syncs = _host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
+    syncs, idle_syncs = _host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
     gloo_waits = _gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
     cuts = np.concatenate([syncs[1], gloo_waits[1]])
     cut_lane = np.concatenate([syncs[2], gloo_waits[2]])
@@ -197,10 +197,14 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
         notes.append(f"rank {r}: no launch correlations between host and device; device activities have no "
                      "launch edges")
     # host waits for the device: device end -> the piece that starts where the wait was cut
-    for (dep_node, cut, cl, _), etype in ((syncs, SYNC), (gloo_waits, GLOO_WAIT)):
+    zero = np.zeros(1, np.int64)
+    waits = ((syncs[:3], zero, SYNC), (gloo_waits[:3], zero, GLOO_WAIT), (idle_syncs[:3], idle_syncs[3], SYNC))
+    for (dep_node, cut, cl), natural, etype in waits:
         if len(cut):
             dst = _piece_at(pid, pstart, plane, cl, cut)
-            parts.add_edges(dep_node[dst >= 0], dst[dst >= 0], True, 0, etype)
+            ok = dst >= 0
+            ok[ok] = pstart[dst[ok] - pid[0]] == cut[ok]  # a piece starts there (not past the thread's last op)
+            parts.add_edges(dep_node[ok], dst[ok], True, np.broadcast_to(natural, cut.shape)[ok], etype)
     _stream_waits(parts, t, ts, end, d_rows, d_ids, _end_node(d_ids, t_ids))
     _gloo_issues(parts, t, host_rows, worker_rows, d_rows, d_ids, w_ids, pid, pstart, plane, ts)
     win = _windows(t, ts, end, windows, pid, pstart, plane)
@@ -280,7 +284,7 @@ def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
     is_long = ~names[np.where(t["name_id"][sync_rows] < 0, len(t.strings), t["name_id"][sync_rows])]
     empty = (np.empty(0, np.int64),) * 4
     if not len(sync_rows) or not len(d_rows):
-        return empty
+        return empty, empty
     # the device-side cuda_sync record of the call names the stream of a stream sync (-1: any stream)
     dsync = np.flatnonzero(t.mask_kind(EventKind.SYNC) & (t["device"] >= 0))
     dstream = pd.Series(t["stream"][dsync], index=t["correlation"][dsync])
@@ -301,7 +305,13 @@ def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
         own_copy = (corr[drow] == corr[sync_rows]) & np.isin(t["kind"][drow], [EventKind.MEMCPY, EventKind.MEMSET])
         returned = end[sync_rows] - dep_end <= BLOCKED_NS
         waited &= ~is_long | ((before | own_copy) & returned)
-    return d_end_ids[dep[waited]], dep_end[waited], t["stream"][sync_rows][waited], sync_rows[waited]
+    # a stream or device sync that found the device done still orders after it (it would wait if the device
+    # were slower): an edge into the piece after the call, its natural delay the call's own duration
+    calls = np.array([bool(re.match(r"^(cuda|hip)(Stream|Device|Ctx)Synchroni[sz]e", x)) for x in t.strings] + [False])
+    idle = (dep >= 0) & ~waited & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings),
+                                                             t["name_id"][sync_rows])]
+    idle_edges = (d_end_ids[dep[idle]], end[sync_rows][idle], t["stream"][sync_rows][idle], (end - ts)[sync_rows][idle])
+    return (d_end_ids[dep[waited]], dep_end[waited], t["stream"][sync_rows][waited], sync_rows[waited]), idle_edges
 
 
 def _latest_before(values, groups, limits, want_group):

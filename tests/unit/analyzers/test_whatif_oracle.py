@@ -1,0 +1,74 @@
+"""The replay against an independent oracle: a tiny simulator of one host thread launching kernels onto two
+streams and synchronising, run once to make the 'measured' trace and again with scaled kernel durations. The
+what-if on the measured trace must predict exactly what the simulator gives (same launch latency, same sync cost),
+and scaling down never predicts a longer step."""
+
+from analyzer_tables import ev, table, traceset
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analyzers.critical_path import critical_paths
+from tracekit.analyzers.graph import build_graph
+from tracekit.analyzers.whatif import replay, whatif
+
+LATENCY, CALL, SYNC_COST, TAIL = 5, 4, 3, 10
+HOST = dict(stream=1, device=-1)
+
+actions = st.lists(st.one_of(
+    st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
+    st.tuples(st.just("launch"), st.sampled_from([7, 8]), st.integers(1, 150).map(lambda x: 2 * x)),
+    st.tuples(st.just("sync")),
+    st.tuples(st.just("stream_sync"), st.sampled_from([7, 8])),
+), min_size=1, max_size=30)
+
+
+def simulate(acts, kernel_factor=1.0):
+    """(rows, step time): kernels start at max(launch + LATENCY, their stream free); a sync returns SYNC_COST after
+    max(its call, the device work it waits for)."""
+    rows, t, free = [], 0, {7: 0, 8: 0}
+    for corr, a in enumerate(acts, start=1):
+        if a[0] == "op":
+            rows.append(ev("CPU_OP", t, a[1], 0, name="aten::op", **HOST))
+            t += a[1]
+        elif a[0] == "launch":
+            s, k = a[1], int(a[2] * kernel_factor)
+            start = max(t + LATENCY, free[s])
+            rows += [ev("RUNTIME", t, CALL, 0, name="cudaLaunchKernel", correlation=corr, **HOST),
+                     ev("KERNEL", start, k, 0, stream=s, device=0, name="k", correlation=corr)]
+            free[s] = start + k
+            t += CALL
+        else:
+            s = a[1] if a[0] == "stream_sync" else -1
+            done = free[s] if s >= 0 else max(free.values())
+            end = max(t, done) + SYNC_COST
+            name = "cudaStreamSynchronize" if s >= 0 else "cudaDeviceSynchronize"
+            rows += [ev("RUNTIME", t, end - t, 0, name=name, correlation=corr, **HOST),
+                     ev("SYNC", t, end - t, 0, stream=s, device=0, name="Sync", correlation=corr)]
+            t = end
+    rows.append(ev("STEP", 0, t + TAIL, 0, name="ProfilerStep#0", **HOST))
+    return rows, t + TAIL
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions)
+def test_identity_replay_and_paths_are_exact(acts):
+    rows, step = simulate(acts)
+    ts = traceset({0: table(rows)}, device_type="cuda")
+    g = build_graph(ts)
+    start, _ = replay(g)
+    assert (start == g.start).all()
+    (p,) = critical_paths(ts, graph=g).steps
+    assert p.length_ns == step and sum(p.by_kind_ns.values()) == step
+    assert whatif(ts, graph=g).replay_error == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions, st.sampled_from([0.0, 0.5, 2.0]))
+def test_scaled_kernels_match_the_simulator(acts, factor):
+    rows, step = simulate(acts)
+    ts = traceset({0: table(rows)}, device_type="cuda")
+    (pred,) = whatif(ts, [f"kernel:.*={factor}"]).steps
+    assert pred.measured_ns == step
+    assert pred.predicted_ns == simulate(acts, factor)[1]
+    if factor < 1:
+        assert pred.predicted_ns <= step
