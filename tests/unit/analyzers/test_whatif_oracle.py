@@ -72,3 +72,84 @@ def test_scaled_kernels_match_the_simulator(acts, factor):
     assert pred.predicted_ns == simulate(acts, factor)[1]
     if factor < 1:
         assert pred.predicted_ns <= step
+
+
+# --- two ranks joined by all-reduces ---------------------------------------------------------------------
+
+host_actions = st.lists(st.one_of(
+    st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
+    st.tuples(st.just("launch"), st.just(7), st.integers(1, 150).map(lambda x: 2 * x)),
+    st.tuples(st.just("stream_sync"), st.just(7)),
+), max_size=6)
+phases = st.lists(st.tuples(host_actions, host_actions, st.integers(1, 200).map(lambda x: 2 * x), st.booleans(),
+                            st.booleans()), min_size=1, max_size=8)
+TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2, coll_op="all_reduce",
+          in_bytes=4096, out_bytes=4096)
+
+
+class _Rank:
+    def __init__(self):
+        self.rows, self.t, self.corr, self.free = [], 0, 0, {7: 0, 20: 0}
+
+    def run(self, acts):
+        for a in acts:
+            self.corr += 1
+            if a[0] == "op":
+                self.rows.append(ev("CPU_OP", self.t, a[1], 0, name="aten::op", **HOST))
+                self.t += a[1]
+            elif a[0] == "launch":
+                self.launch(a[1], a[2], "k")
+            else:
+                self.sync(a[1])
+
+    def launch(self, s, k, name, **kw):
+        start = max(self.t + LATENCY, self.free[s])
+        self.rows += [ev("RUNTIME", self.t, CALL, 0, name="cudaLaunchKernel", correlation=self.corr, **HOST),
+                      ev("COMM" if kw else "KERNEL", start, k, 0, stream=s, device=0, name=name,
+                         correlation=self.corr, **kw)]
+        self.free[s] = start + k
+        self.t += CALL
+        return start
+
+    def sync(self, s):
+        self.corr += 1
+        end = max(self.t, self.free[s]) + SYNC_COST
+        self.rows += [ev("RUNTIME", self.t, end - self.t, 0, name="cudaStreamSynchronize", correlation=self.corr,
+                         **HOST),
+                      ev("SYNC", self.t, end - self.t, 0, stream=s, device=0, name="Sync", correlation=self.corr)]
+        self.t = end
+
+
+def simulate_two(ph, transfer_factor=1.0):
+    """An all-reduce on stream 20 starts on each rank at max(launch + LATENCY, stream free) and ends, on both,
+    its transfer after the later of the two starts."""
+    ranks = [_Rank(), _Rank()]
+    for seq, (a0, a1, transfer, s0, s1) in enumerate(ph):
+        for r, acts in zip(ranks, (a0, a1)):
+            r.run(acts)
+        # launch the collective on both ranks; the kernel's duration is known once both have arrived
+        arrivals = [max(r.t + LATENCY, r.free[20]) for r in ranks]
+        end = max(arrivals) + int(transfer * transfer_factor)
+        for r, arrival in zip(ranks, arrivals):
+            r.corr += 1
+            r.launch(20, end - arrival, "ncclDevKernel_AllReduce", seq=seq, **TP)
+        for r, s in zip(ranks, (s0, s1)):
+            if s:
+                r.sync(20)
+    ends = [r.t + TAIL for r in ranks]
+    tables = {i: table(r.rows + [ev("STEP", 0, e, 0, name="ProfilerStep#0", **HOST)])
+              for i, (r, e) in enumerate(zip(ranks, ends))}
+    return traceset(tables, device_type="cuda"), max(ends)
+
+
+@settings(max_examples=40, deadline=None)
+@given(phases, st.sampled_from([0.0, 0.5, 2.0]))
+def test_two_ranks_scaled_transfer_matches_the_simulator(ph, factor):
+    ts, step = simulate_two(ph)
+    g = build_graph(ts)
+    start, _ = replay(g)
+    assert (start == g.start).all()
+    (p,) = critical_paths(ts, graph=g).steps
+    assert p.length_ns == step and sum(p.by_kind_ns.values()) == step
+    (pred,) = whatif(ts, [f"comm:tp={factor}"], graph=g).steps
+    assert pred.measured_ns == step and pred.predicted_ns == simulate_two(ph, factor)[1]
