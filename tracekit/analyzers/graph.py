@@ -153,7 +153,7 @@ def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Grap
         built = _rank(parts, r, table, traces.info(r).device_type, shift, windows, notes)
         comm_nodes[r] = built[0]
         rank_windows.append((r, *built[1]))
-    _cross_rank(parts, comm, comm_nodes)
+    _cross_rank(parts, comm, comm_nodes, traces)
     g = _assemble(parts, rank_windows, base, shifts, notes)
     for note in notes:
         warnings.warn(note, stacklevel=2)
@@ -169,7 +169,7 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     host_rows = np.flatnonzero(t.mask_kind(*_HOST_KINDS) & (dev < 0) & ~np.isin(lane, workers) & (t["dur_ns"] > 0))
     # device streams and gloo worker threads: one node per activity (a collective: arrival W + transfer T)
     d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows)
-    syncs, idle_syncs = _host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
+    syncs, more_syncs = _host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
     gloo_waits = _gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
     cuts = np.concatenate([syncs[1], gloo_waits[1]])
     cut_lane = np.concatenate([syncs[2], gloo_waits[2]])
@@ -198,7 +198,7 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
                      "launch edges")
     # host waits for the device: device end -> the piece that starts where the wait was cut
     zero = np.zeros(1, np.int64)
-    waits = ((syncs[:3], zero, SYNC), (gloo_waits[:3], zero, GLOO_WAIT), (idle_syncs[:3], idle_syncs[3], SYNC))
+    waits = ((syncs[:3], zero, SYNC), (gloo_waits[:3], zero, GLOO_WAIT), (more_syncs[:3], more_syncs[3], SYNC))
     for (dep_node, cut, cl), natural, etype in waits:
         if len(cut):
             dst = _piece_at(pid, pstart, plane, cl, cut)
@@ -310,8 +310,20 @@ def _host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
     calls = np.array([bool(re.match(r"^(cuda|hip)(Stream|Device|Ctx)Synchroni[sz]e", x)) for x in t.strings] + [False])
     idle = (dep >= 0) & ~waited & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings),
                                                              t["name_id"][sync_rows])]
-    idle_edges = (d_end_ids[dep[idle]], end[sync_rows][idle], t["stream"][sync_rows][idle], (end - ts)[sync_rows][idle])
-    return (d_end_ids[dep[waited]], dep_end[waited], t["stream"][sync_rows][waited], sync_rows[waited]), idle_edges
+    lane, dur = t["stream"][sync_rows], (end - ts)[sync_rows]
+    to, at, ln, nat = [d_end_ids[dep[idle]]], [end[sync_rows][idle]], [lane[idle]], [dur[idle]]
+    # a device sync waits for every stream: the latest activity of each other stream is an input too
+    device_wide = (stream < 0) & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings),
+                                                            t["name_id"][sync_rows])]
+    for st in np.unique(t["stream"][d_rows]).tolist():
+        dep_s = _latest_before(d_end, t["stream"][d_rows], end[sync_rows], np.full(len(sync_rows), st))
+        other = device_wide & (dep_s >= 0) & (dep_s != dep) & (waited | idle)
+        to.append(d_end_ids[dep_s[other]])
+        at.append(np.where(waited, dep_end, end[sync_rows])[other])
+        ln.append(lane[other])
+        nat.append(np.where(waited, 0, dur)[other])
+    extra = tuple(np.concatenate(x) for x in (to, at, ln, nat))
+    return (d_end_ids[dep[waited]], dep_end[waited], lane[waited], sync_rows[waited]), extra
 
 
 def _latest_before(values, groups, limits, want_group):
@@ -543,7 +555,7 @@ def _whole_trace_window(pid, pstart, plane, parts: _Parts):
     return -one, one * a, one * b, one * int(pstart[on[0]]), one * end
 
 
-def _cross_rank(parts: _Parts, comm, comm_nodes) -> None:
+def _cross_rank(parts: _Parts, comm, comm_nodes, traces: TraceSet) -> None:
     """A collective cannot finish before its last peer arrives: a barrier node per matched instance, entered
     from every peer's arrival, leaving to every peer's transfer."""
     inst = comm.instances
@@ -554,12 +566,15 @@ def _cross_rank(parts: _Parts, comm, comm_nodes) -> None:
     t_of = np.full(len(inst), -1, np.int64)
     for r, (rows, w, tt) in comm_nodes.items():
         sel = np.flatnonzero(rank_col == r)
-        if len(sel) != len(rows):
+        t = traces.table(r)
+        comm_rows = np.flatnonzero(t.mask_kind(EventKind.COMM))
+        if len(sel) != len(comm_rows):
             continue
-        # instances of a rank are in start order, like the rank's COMM rows sorted by start
-        order = np.argsort(parts_start(parts, w), kind="stable")
-        w_of[sel], t_of[sel] = w[order], tt[order]
-        _set_dimension(parts, tt[order], inst["dimension"][sel])
+        # a rank's instances are its COMM rows in (stable) start order (tracekit.analyzers.instances)
+        inst_rows = comm_rows[np.argsort(t["ts_ns"][comm_rows], kind="stable")]
+        w_of[sel], t_of[sel] = _lookup(rows, w, inst_rows), _lookup(rows, tt, inst_rows)
+        known = t_of[sel] >= 0
+        _set_dimension(parts, t_of[sel][known], inst["dimension"][sel][known])
     ok = (match >= 0) & (w_of >= 0)
     if not ok.any():
         return

@@ -4,7 +4,7 @@ what-if on the measured trace must predict exactly what the simulator gives (sam
 and scaling down never predicts a longer step."""
 
 from analyzer_tables import ev, table, traceset
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers.critical_path import critical_paths
@@ -64,6 +64,7 @@ def test_identity_replay_and_paths_are_exact(acts):
 
 @settings(max_examples=60, deadline=None)
 @given(actions, st.sampled_from([0.0, 0.5, 2.0]))
+@example([("launch", 7, 8), ("launch", 8, 2), ("sync",)], 0.0)  # a device sync waits for every stream
 def test_scaled_kernels_match_the_simulator(acts, factor):
     rows, step = simulate(acts)
     ts = traceset({0: table(rows)}, device_type="cuda")
