@@ -7,6 +7,7 @@ from analyzer_tables import ev, table, traceset
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tracekit.analyzers import whatif as whatif_module
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
 from tracekit.analyzers.whatif import replay, whatif
@@ -62,13 +63,22 @@ def test_identity_replay_and_paths_are_exact(acts):
     assert whatif(ts, graph=g).replay_error == 0.0
 
 
+def _blocked(block_nodes, fn):
+    """Run ``fn()`` with the blocked replay cut into blocks of ``block_nodes`` nodes."""
+    saved, whatif_module.BLOCK_NODES = whatif_module.BLOCK_NODES, block_nodes
+    try:
+        return fn()
+    finally:
+        whatif_module.BLOCK_NODES = saved
+
+
 @settings(max_examples=60, deadline=None)
-@given(actions, st.sampled_from([0.0, 0.5, 2.0]))
-@example([("launch", 7, 8), ("launch", 8, 2), ("sync",)], 0.0)  # a device sync waits for every stream
-def test_scaled_kernels_match_the_simulator(acts, factor):
+@given(actions, st.sampled_from([0.0, 0.5, 2.0]), st.sampled_from([1, 3, 4096]))
+@example([("launch", 7, 8), ("launch", 8, 2), ("sync",)], 0.0, 4096)  # a device sync waits for every stream
+def test_scaled_kernels_match_the_simulator(acts, factor, block_nodes):
     rows, step = simulate(acts)
     ts = traceset({0: table(rows)}, device_type="cuda")
-    (pred,) = whatif(ts, [f"kernel:.*={factor}"]).steps
+    (pred,) = _blocked(block_nodes, lambda: whatif(ts, [f"kernel:.*={factor}"])).steps
     assert pred.measured_ns == step
     assert pred.predicted_ns == simulate(acts, factor)[1]
     if factor < 1:
@@ -144,13 +154,13 @@ def simulate_two(ph, transfer_factor=1.0):
 
 
 @settings(max_examples=40, deadline=None)
-@given(phases, st.sampled_from([0.0, 0.5, 2.0]))
-def test_two_ranks_scaled_transfer_matches_the_simulator(ph, factor):
+@given(phases, st.sampled_from([0.0, 0.5, 2.0]), st.sampled_from([1, 5, 4096]))
+def test_two_ranks_scaled_transfer_matches_the_simulator(ph, factor, block_nodes):
     ts, step = simulate_two(ph)
     g = build_graph(ts)
     start, _ = replay(g)
     assert (start == g.start).all()
     (p,) = critical_paths(ts, graph=g).steps
     assert p.length_ns == step and sum(p.by_kind_ns.values()) == step
-    (pred,) = whatif(ts, [f"comm:tp={factor}"], graph=g).steps
+    (pred,) = _blocked(block_nodes, lambda: whatif(ts, [f"comm:tp={factor}"], graph=g)).steps
     assert pred.measured_ns == step and pred.predicted_ns == simulate_two(ph, factor)[1]
