@@ -34,6 +34,7 @@ from .graph import (
     Graph,
     build_graph,
 )
+from .whatif import Spec, replay_window, scaled_durations
 
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
 
@@ -146,35 +147,44 @@ def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[st
 
 
 def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph | None = None,
-                   comm=None) -> CriticalPaths:
+                   comm=None, specs: Sequence[str | Spec] = ()) -> CriticalPaths:
     """The critical path of every step window (ProfilerStep#N, or the instances of the annotation
-    ``windows``) over all ranks of ``traces``."""
+    ``windows``) over all ranks of ``traces``; with ``specs`` (what-if SPECs), the path of the replayed step."""
     g = graph if graph is not None else build_graph(traces, windows, comm)
-    b = _Binding(g)
     names = _Names(g, traces)
     steps: dict[int, list] = {}
     for w in g.windows:
         steps.setdefault(w.step, []).append(w)
-    out = tuple(_walk(g, b, names, step, ws) for step, ws in sorted(steps.items()))
-    return CriticalPaths(out, g.notes)
+    if not specs:
+        b = _Binding(g, g.start, g.dur)
+        return CriticalPaths(tuple(_walk(g, b, names, s, ws) for s, ws in sorted(steps.items())), g.notes)
+    dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
+    out = []
+    for step, ws in sorted(steps.items()):
+        lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
+        nodes, t, _ = replay_window(g, dur, lo, hi)
+        start, d = g.start.copy(), g.dur.copy()
+        start[nodes], d[nodes] = t, dur[nodes]
+        out.append(_walk(g, _Binding(g, start, d), names, step, ws))
+    return CriticalPaths(tuple(out), g.notes + tuple(notes))
 
 
 class _Binding:
-    """For each node, which input bound its measured start: -1 chain, -2 fixed, else the edge index."""
+    """For each node, which input bound its start (measured, or replayed): -1 chain, -2 fixed, else the edge."""
 
-    def __init__(self, g: Graph) -> None:
+    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray) -> None:
         n = len(g)
-        self.g = g
+        self.start, self.dur = start, dur
         prev_end = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
-        prev_end[1:] = g.start[:-1] + g.dur[:-1] + g.gap[1:]
-        chain_ok = ~g.first & (prev_end >= g.start)
-        val = g.start[g.src] + np.where(g.anchor_end, g.dur[g.src], 0) + g.delay
-        reach = val >= g.start[g.dst]
+        prev_end[1:] = start[:-1] + dur[:-1] + g.gap[1:]
+        chain_ok = ~g.first & (prev_end >= start)
+        val = start[g.src] + np.where(g.anchor_end, dur[g.src], 0) + g.delay
+        reach = val >= start[g.dst]
         edge = np.full(n, -1, np.int64)
         hits = np.flatnonzero(reach)
         # prefer the edge whose source is latest in time (the one that really waited)
         if len(hits):
-            order = hits[np.lexsort((g.start[g.src[hits]], g.dst[hits]))]
+            order = hits[np.lexsort((start[g.src[hits]], g.dst[hits]))]
             edge[g.dst[order]] = order  # last write per node wins: the latest source
         self.bind = np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
 
@@ -209,20 +219,21 @@ class _Names:
 
 
 def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
-    start_t = min(w.start_ns for w in wins)
-    end_w = max(wins, key=lambda w: w.end_ns)
+    start, dur = b.start, b.dur
+    start_t = min(int(start[w.start_node]) for w in wins)
+    end_w = max(wins, key=lambda w: int(start[w.end_node] + dur[w.end_node]))
     j = end_w.end_node
     segs: list[tuple[int, str, str, int, int, int, str]] = []
     crossings: list[Crossing] = []
-    cur = int(g.start[j] + g.dur[j])
+    cur = int(start[j] + dur[j])
     at_end = True
     came_from = -1
     guard = 4 * len(g) + 10
     while cur > start_t and guard > 0:
         guard -= 1
         if at_end:
-            s = int(g.start[j])
-            if g.dur[j]:
+            s = int(start[j])
+            if dur[j]:
                 segs.append(_node_seg(g, names, j, max(s, start_t), cur))
             cur, at_end = s, False
             continue
@@ -237,7 +248,7 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
             j, at_end = j - 1, True
         elif k >= 0:
             src = int(g.src[k])
-            anchor = int(g.start[src] + (g.dur[src] if g.anchor_end[k] else 0))
+            anchor = int(start[src] + (dur[src] if g.anchor_end[k] else 0))
             if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
                 et = int(g.etype[k])
                 segs.append((int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]), "",
@@ -246,23 +257,23 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
             if int(g.etype[k]) == RELEASE:
                 came_from = j
             elif int(g.etype[k]) == ARRIVE and came_from >= 0:
-                c = _crossing(g, names, came_from, src)
+                c = _crossing(g, names, came_from, src, start)
                 if c is not None:
                     crossings.append(c)
             cur, j, at_end = anchor, src, bool(g.anchor_end[k])
         else:
             segs.append((int(g.rank[j]), names.lane(j), "(before the first event)", start_t, cur, IDLE, ""))
             cur = start_t
-    return _result(g, step, segs, crossings, end_w.end_ns - start_t)
+    return _result(g, step, segs, crossings, int(start[end_w.end_node] + dur[end_w.end_node]) - start_t)
 
 
-def _crossing(g: Graph, names: _Names, t_node: int, arrival: int) -> Crossing | None:
+def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndarray) -> Crossing | None:
     """The walk came to a barrier from ``t_node`` (a rank's transfer) and leaves it for ``arrival``, the last
     rank to arrive. ``t_node - 1`` is the rank's own arrival (W and T are neighbours in their chain)."""
     frm, to = int(g.rank[t_node]), int(g.rank[arrival])
     if frm == to:
         return None
-    wait = int(g.start[t_node] - g.start[t_node - 1])
+    wait = int(start[t_node] - start[t_node - 1])
     return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 

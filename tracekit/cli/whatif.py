@@ -33,16 +33,23 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, **load_kw):
     graph = build_graph(ts, None, comm)
     result = run_whatif(ts, parsed, graph=graph)
     paths = critical_paths(ts, graph=graph)
+    after = critical_paths(ts, graph=graph, specs=parsed) if parsed else None
     if fmt == "json":
         doc = result.to_dict()
-        doc["critical_path"] = {"verdict": paths.verdict, "steps": [
-            {k: v for k, v in s.to_dict().items() if k != "segments"} for s in paths.steps]}
+        doc["critical_path"] = _summary(paths)
+        if after is not None:
+            doc["predicted_critical_path"] = _summary(after)
         click.echo(json.dumps(doc, indent=2))
         return
-    click.echo(_table(result, paths))
+    click.echo(_table(result, paths, after))
 
 
-def _table(result, paths) -> str:
+def _summary(paths) -> dict:
+    return {"verdict": paths.verdict,
+            "steps": [{k: v for k, v in s.to_dict().items() if k != "segments"} for s in paths.steps]}
+
+
+def _table(result, paths, after) -> str:
     from ..reports.view import fmt_us
 
     spec = ", ".join(result.specs) or "no change (identity replay)"
@@ -52,5 +59,7 @@ def _table(result, paths) -> str:
                      f"{s.ratio:>6.3f}")
     lines.append(f"replay error of the unchanged graph: {100 * result.replay_error:.3f} %")
     lines.append(f"critical path: {paths.verdict}")
+    if after is not None:
+        lines.append(f"critical path after the change: {after.verdict}")
     lines += [f"note: {n}" for n in result.notes + paths.notes]
     return "\n".join(lines)

@@ -190,3 +190,11 @@ def test_the_analyzer_protocol_gives_the_same_paths():
     a = CriticalPathAnalyzer()
     assert isinstance(a, Analyzer)
     assert a.run(two_ranks()).to_dict() == critical_paths(two_ranks()).to_dict()
+
+
+def test_the_critical_path_of_a_whatif():
+    (s,) = critical_paths(one_rank(), specs=["kernel:K1=0.5"]).steps
+    assert s.length_ns == 850 and sum(s.by_kind_ns.values()) == 850
+    assert s.by_kind_ns["compute"] == 150 + 200 and s.by_kind_ns["host"] == 500
+    (free,) = critical_paths(two_ranks(), specs=["comm:tp=0"]).steps
+    assert free.length_ns == 1335 and free.by_kind_ns["comm_transfer"] == 0

@@ -20,6 +20,7 @@ def test_json_has_measured_predicted_and_the_replay_error():
     assert step["step"] == 100 and step["measured_us"] == 3154.0 and step["predicted_us"] == 3154.0 + 72.0
     assert doc["replay_error"] == 0.0 and doc["specs"] == ["kernel:spin_kernel=3"]
     assert doc["critical_path"]["steps"][0]["length_us"] == 3154.0
+    assert doc["predicted_critical_path"]["steps"][0]["length_us"] == 3154.0 + 72.0
 
 
 def test_table_and_identity():
