@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..errors import EmptyWindowError
 from ..model.events import EventKind, EventTable
 from ..model.traceset import TraceSet
 
@@ -598,7 +599,7 @@ def _set_dimension(parts: _Parts, ids: np.ndarray, dims: np.ndarray) -> None:
 def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
     cols = {k: np.concatenate([n[k] for n in parts.nodes]) for k in parts.nodes[0]} if parts.nodes else None
     if cols is None:
-        raise ValueError("graph: no events")
+        raise EmptyWindowError("critical path: no events in the traces; was the profiler active?")
     for ids, dims in parts.dims:
         cols["dimension"][ids] = dims
     n = parts.n
