@@ -108,3 +108,32 @@ def test_whatif_removes_the_delay_and_free_transfer_is_never_longer(traces):
     assert not free.notes
     assert all(s.predicted_ns <= s.measured_ns for s in free.steps)
     assert any(s.predicted_ns < s.measured_ns for s in free.steps)
+
+
+@pytest.fixture(scope="module")
+def reference_runs(tmp_path_factory):
+    """tracekit's own reference workloads on 2 gloo processes: tp-sp, and dp with overlapped buckets."""
+    from tracekit.collectors.workloads.config import WorkloadConfig
+    from tracekit.collectors.workloads.runner import run_batch
+
+    base = tmp_path_factory.mktemp("reference")
+    shape = dict(layers=2, seq=32, batch=2, hidden=32, heads=4, steps=2, wait=1, warmup=1)
+    configs = [WorkloadConfig(workload="tp-sp", **shape), WorkloadConfig(workload="dp", overlap=True, **shape)]
+    run_batch([(c, base / f"{c.workload}-{c.overlap}") for c in configs])
+    return {c.workload: load([str(base / f"{c.workload}-{c.overlap}")], options=LoadOptions(cache=False),
+                             executor="serial") for c in configs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workload", "dim"), [("tp-sp", "sp"), ("dp", "dp")])
+def test_reference_workloads_replay_exactly_and_free_comm_helps(reference_runs, workload, dim):
+    ts = reference_runs[workload]
+    g = build_graph(ts)
+    start, _ = replay(g)
+    assert (start == g.start).all()
+    assert whatif(ts, graph=g).replay_error == 0.0
+    free = whatif(ts, [f"comm:{dim}=0"], graph=g)
+    assert not free.notes and all(s.predicted_ns <= s.measured_ns for s in free.steps)
+    paths = critical_paths(ts, graph=g).steps
+    assert all(sum(p.by_kind_ns.values()) == p.length_ns for p in paths)
+    assert any(p.by_dimension_ns.get(dim, 0) > 0 for p in paths)
