@@ -171,7 +171,7 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     # device streams and gloo worker threads: one node per activity (a collective: arrival W + transfer T)
     d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows)
     syncs, more_syncs = _host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
-    gloo_waits = _gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
+    gloo_waits, idle_gloo = _gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
     cuts = np.concatenate([syncs[1], gloo_waits[1]])
     cut_lane = np.concatenate([syncs[2], gloo_waits[2]])
     call_rows = np.concatenate([syncs[3], gloo_waits[3]])
@@ -199,7 +199,8 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
                      "launch edges")
     # host waits for the device: device end -> the piece that starts where the wait was cut
     zero = np.zeros(1, np.int64)
-    waits = ((syncs[:3], zero, SYNC), (gloo_waits[:3], zero, GLOO_WAIT), (more_syncs[:3], more_syncs[3], SYNC))
+    waits = ((syncs[:3], zero, SYNC), (gloo_waits[:3], zero, GLOO_WAIT), (more_syncs[:3], more_syncs[3], SYNC),
+             (idle_gloo[:3], zero, GLOO_WAIT))
     for (dep_node, cut, cl), natural, etype in waits:
         if len(cut):
             dst = _piece_at(pid, pstart, plane, cl, cut)
@@ -354,13 +355,15 @@ def _latest_before(values, groups, limits, want_group):
 
 
 def _gloo_waits(t, ts, end, host_rows, d_rows, t_ids):
-    """(worker-span transfer node, cut, thread, wait row) of each tracekit wait annotation (a host SYNC carrying a
-    process group and Seq) whose gloo span ended inside it."""
+    """((worker-span transfer node, cut, thread, wait row) of each tracekit wait annotation (a host SYNC carrying a
+    process group and Seq) whose gloo span ended after it began (cut where the span ended, or at the wait's end
+    if the span's record closes later), and (span, wait end, thread, 0) of those whose span had ended before:
+    they would wait for a slower span)."""
     empty = (np.empty(0, np.int64),) * 4
     waits = host_rows[(t["kind"][host_rows] == EventKind.SYNC) & (t["seq"][host_rows] >= 0)]
     spans = d_rows[(t_ids >= 0) & (t["device"][d_rows] < 0) & (t["seq"][d_rows] >= 0)]
     if not len(waits) or not len(spans):
-        return empty
+        return empty, empty
     t_of_span = _lookup(d_rows, t_ids, spans)
     key = pd.Series(np.arange(len(spans)), index=pd.MultiIndex.from_arrays([t["pg_name_id"][spans], t["seq"][spans]]))
     key = key[~key.index.duplicated()]
@@ -369,8 +372,10 @@ def _gloo_waits(t, ts, end, host_rows, d_rows, t_ids):
     j = hit[ok].astype(np.int64)
     w = waits[ok]
     span_end = end[spans[j]]
-    inside = (span_end > ts[w]) & (span_end <= end[w])
-    return t_of_span[j][inside], span_end[inside], t["stream"][w][inside], w[inside]
+    inside = span_end > ts[w]
+    node, lane = t_of_span[j], t["stream"][w]
+    idle = (node[~inside], end[w][~inside], lane[~inside], np.zeros(int((~inside).sum()), np.int64))
+    return (node[inside], np.minimum(span_end, end[w])[inside], lane[inside], w[inside]), idle
 
 
 def _lookup(keys, values, wanted):
