@@ -189,11 +189,10 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     src_row = lr[order][pos[ok]]
     src_piece = _piece_at(pid, pstart, plane, lane[src_row], ts[src_row])
     dst_node = d_ids[ok]
-    lat = parts_start(parts, dst_node) - ts[src_row]
+    lat = ts[d_rows[ok]] - ts[src_row]  # a collective's launch leads to its arrival W, which starts with it
     natural = np.full(len(lat), int(np.min(lat[lat > 0])) if (lat > 0).any() else 0)
     keep = src_piece >= 0
-    parts.add_edges(src_piece[keep], _launch_target(dst_node[keep], w_ids, t_ids, d_ids), False, natural[keep],
-                    LAUNCH)
+    parts.add_edges(src_piece[keep], dst_node[keep], False, natural[keep], LAUNCH)
     if len(dev_rows) and not len(lr):
         notes.append(f"rank {r}: no launch correlations between host and device; device activities have no "
                      "launch edges")
@@ -219,12 +218,6 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
 def parts_start(parts: _Parts, ids: np.ndarray) -> np.ndarray:
     starts = np.concatenate([n["start"] for n in parts.nodes])
     return starts[ids]
-
-
-def _launch_target(dst, w_ids, t_ids, d_ids):
-    """A launch leads to a collective's arrival marker, not its transfer."""
-    idx = np.searchsorted(d_ids, dst)
-    return np.where(w_ids[idx] >= 0, w_ids[idx], dst)
 
 
 def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
