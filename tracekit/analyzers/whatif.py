@@ -27,10 +27,13 @@ MAX_ROUNDS = 100_000
 def replay(g: Graph, dur: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """(start of every node, rounds) of the whole graph with durations ``dur`` (the measured ones when None)."""
     dur = g.dur if dur is None else np.asarray(dur, np.int64)
-    return _replay(g.first, g.gap, g.fixed, dur, g.src, g.dst, g.anchor_end, g.delay)
+    t, rounds = _replay(g.first, g.gap, g.fixed, dur, g.src, g.dst, g.anchor_end, g.delay)
+    assert t is not None
+    return t, rounds
 
 
 BLOCK_NODES = 4096  # nodes per block of the blocked replay (tests set it small to exercise the blocks)
+SHALLOW_ROUNDS = 16  # a step that converges within this many rounds as one block is not cut into blocks
 
 
 def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -65,18 +68,32 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarr
     e_win = e_win[np.argsort(block[g.dst[e_win]], kind="stable")]
     e_cut = np.searchsorted(block[g.dst[e_win]], np.arange(len(cuts)))
     t_all, d_all = g.start.copy(), np.where(inside, dur, g.dur)
-    rounds = 0
+    in_b, pos = np.zeros(len(g), bool), np.full(len(g), -1, np.int64)  # scratch, reset after each block
+    if len(cuts) > 2:  # a shallow step converges in a few rounds as one block: try that first
+        in_b[win] = True
+        whole = np.sort(win)
+        t_w, rounds = _solve_block(g, whole, in_b, pos, e_win, t_all, d_all, SHALLOW_ROUNDS)
+        in_b[win] = False
+        if t_w is not None:
+            t_all[whole] = t_w
+            return win, t_all[win], rounds
+    else:
+        rounds = 0
     for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
         nodes_b = np.sort(win[a:b])
-        t_b, r = _solve_block(g, nodes_b, block == i, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+        in_b[nodes_b] = True
+        t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+        in_b[nodes_b] = False
+        assert t_b is not None
         t_all[nodes_b] = t_b
         rounds += r
     return win, t_all[win], rounds
 
 
-def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, e_in: np.ndarray, t_all: np.ndarray,
-                 d_all: np.ndarray) -> tuple[np.ndarray, int]:
-    """Starts of ``nodes_b`` (sorted) with every other node frozen at ``t_all`` / ``d_all``."""
+def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarray, e_in: np.ndarray,
+                 t_all: np.ndarray, d_all: np.ndarray, give_up: int = MAX_ROUNDS):
+    """Starts of ``nodes_b`` (sorted; flagged in ``in_b``) with every other node frozen at ``t_all`` / ``d_all``.
+    ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
     head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
     preds = head - 1
     outer = np.setdiff1d(g.src[e_in][~in_b[g.src[e_in]]], preds)
@@ -88,14 +105,18 @@ def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, e_in: np.ndarr
     first[1:] = key[1:] != key[:-1]
     frozen = ~in_b[nodes]
     fixed = np.where(frozen, t_all[nodes], g.fixed[nodes])
-    pos = np.full(len(g), -1, np.int64)
     pos[nodes] = np.arange(len(nodes))
-    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], pos[g.src[e_in]], pos[g.dst[e_in]],
-                        g.anchor_end[e_in], g.delay[e_in])
+    src, dst = pos[g.src[e_in]], pos[g.dst[e_in]]
+    pos[nodes] = -1
+    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in],
+                        give_up)
+    if t is None:
+        return None, rounds
     return t[~frozen][np.argsort(nodes[~frozen])], rounds
 
 
-def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay) -> tuple[np.ndarray, int]:
+def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay, give_up: int = MAX_ROUNDS):
+    """(starts, rounds), or (None, rounds) when ``give_up`` rounds were not enough."""
     n = len(first)
     first_idx = np.maximum.accumulate(np.where(first, np.arange(n), 0))
     chain_rank = np.cumsum(first) - 1
@@ -108,7 +129,7 @@ def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay) -> tuple[np.nda
     e_dst, e_src, e_anchor, e_delay = dst[order], src[order], anchor_end[order], delay[order]
     dsts, starts = np.unique(e_dst, return_index=True)
     t = _scan_chains(fixed, prefix, chain_rank)
-    for rounds in range(1, MAX_ROUNDS):
+    for rounds in range(1, give_up):
         ext = fixed.copy()
         if len(e_dst):
             vals = t[e_src] + np.where(e_anchor, dur[e_src], 0) + e_delay
@@ -117,6 +138,8 @@ def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay) -> tuple[np.nda
         if np.array_equal(new, t):
             return t, rounds
         t = new
+    if give_up < MAX_ROUNDS:
+        return None, give_up
     raise RuntimeError("replay did not converge: the graph has a cycle")
 
 

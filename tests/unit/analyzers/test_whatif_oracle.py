@@ -64,12 +64,16 @@ def test_identity_replay_and_paths_are_exact(acts):
 
 
 def _blocked(block_nodes, fn):
-    """Run ``fn()`` with the blocked replay cut into blocks of ``block_nodes`` nodes."""
-    saved, whatif_module.BLOCK_NODES = whatif_module.BLOCK_NODES, block_nodes
+    """Run ``fn()`` with the replay cut into blocks of ``block_nodes`` nodes (and, below the default size, no
+    attempt to solve a step as one block first)."""
+    saved = whatif_module.BLOCK_NODES, whatif_module.SHALLOW_ROUNDS
+    whatif_module.BLOCK_NODES = block_nodes
+    if block_nodes < saved[0]:
+        whatif_module.SHALLOW_ROUNDS = 1
     try:
         return fn()
     finally:
-        whatif_module.BLOCK_NODES = saved
+        whatif_module.BLOCK_NODES, whatif_module.SHALLOW_ROUNDS = saved
 
 
 @settings(max_examples=60, deadline=None)
