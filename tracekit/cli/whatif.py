@@ -50,7 +50,10 @@ def _summary(paths) -> dict:
 
 
 def _table(result, paths, after) -> str:
-    from ..reports.view import fmt_us
+    try:  # the units module moved to tracekit.formats.units on main (the 'output' branch); both say the same
+        from ..formats.units import duration as fmt_us  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        from ..reports.view import fmt_us  # type: ignore[no-redef,attr-defined,unused-ignore]
 
     spec = ", ".join(result.specs) or "no change (identity replay)"
     lines = [f"what if: {spec}", f"{'step':>6}  {'measured':>12}  {'predicted':>12}  {'ratio':>6}"]
