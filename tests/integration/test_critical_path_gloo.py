@@ -136,4 +136,5 @@ def test_reference_workloads_replay_exactly_and_free_comm_helps(reference_runs, 
     assert not free.notes and all(s.predicted_ns <= s.measured_ns for s in free.steps)
     paths = critical_paths(ts, graph=g).steps
     assert all(sum(p.by_kind_ns.values()) == p.length_ns for p in paths)
-    assert any(p.by_dimension_ns.get(dim, 0) > 0 for p in paths)
+    if workload == "tp-sp":  # synchronous collectives: the host waits for every transfer (dp's are overlapped
+        assert all(p.by_dimension_ns.get(dim, 0) > 0 for p in paths)  # and may all be hidden on a given run)
