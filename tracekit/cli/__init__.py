@@ -21,6 +21,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("diff", "tracekit.cli.diff:diff"),
     ("run", "tracekit.cli.run:run"),
     ("demo", "tracekit.cli.demo:demo"),
+    ("whatif", "tracekit.cli.whatif:whatif"),
 )
 
 

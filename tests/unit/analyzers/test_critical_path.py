@@ -1,0 +1,200 @@
+"""Critical path and what-if replay on hand-built traces whose longest path is known by construction."""
+
+import pytest
+from analyzer_tables import ev, table, traceset
+
+from tracekit.analyzers.critical_path import critical_paths
+from tracekit.analyzers.graph import build_graph
+from tracekit.analyzers.whatif import Spec, replay, whatif
+from tracekit.errors import ConfigError
+
+HOST = dict(stream=1, device=-1)
+
+
+def rt(name, ts, dur, corr, step=0):
+    return ev("RUNTIME", ts, dur, step, name=name, correlation=corr, **HOST)
+
+
+def op(name, ts, dur, step=0):
+    return ev("CPU_OP", ts, dur, step, name=name, **HOST)
+
+
+def kernel(name, ts, dur, corr, stream=7, step=0):
+    return ev("KERNEL", ts, dur, step, stream=stream, device=0, name=name, correlation=corr)
+
+
+def one_rank():
+    """Launch K1 (queued from t=30, 300 ns) and K2 (behind it, 200 ns), wait for the device, then 300 ns of host
+    work. Longest path: host 0-10, launch latency 10-30, K1, K2, the sync's return 530-560, host 560-1000."""
+    return traceset({0: table([
+        ev("STEP", 0, 1000, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 10, 10, 1), kernel("gemm_K1", 30, 300, 1),
+        rt("cudaLaunchKernel", 40, 10, 2), kernel("relu_K2", 330, 200, 2),
+        rt("cudaDeviceSynchronize", 60, 500, 3),
+        ev("SYNC", 61, 498, 0, stream=-1, device=0, name="Context Sync", correlation=3),
+        op("aten::B", 600, 300),
+    ], shuffle_seed=1)}, device_type="cuda")
+
+
+def test_single_rank_longest_path_is_known():
+    (s,) = critical_paths(one_rank()).steps
+    assert s.length_ns == 1000
+    assert s.by_kind_ns == {"compute": 500, "comm_transfer": 0, "comm_wait": 0, "host": 500, "memcpy": 0, "idle": 0}
+    names = [(x.name, x.start_ns, x.dur_ns) for x in s.segments]
+    assert names == [("ProfilerStep#0", 0, 10), ("(launch latency)", 10, 20), ("gemm_K1", 30, 300),
+                     ("relu_K2", 330, 200), ("cudaDeviceSynchronize", 530, 30), ("ProfilerStep#0", 560, 40),
+                     ("aten::B", 600, 300), ("ProfilerStep#0", 900, 100)]
+    assert sum(x.dur_ns for x in s.segments) == s.length_ns
+
+
+def test_replay_of_the_unchanged_graph_reproduces_every_node():
+    g = build_graph(one_rank())
+    start, _ = replay(g)
+    assert (start == g.start).all()
+    r = whatif(one_rank())
+    assert r.replay_error == 0.0 and [(x.measured_ns, x.predicted_ns) for x in r.steps] == [(1000, 1000)]
+
+
+@pytest.mark.parametrize(("spec", "predicted"), [
+    ("kernel:K1=0.5", 850),  # K2 starts when K1 ends: 180; the sync returns at 380 + 30
+    ("kernel:.*=0", 530),  # K2 waits for its own launch (40 + 20 of latency); host time stays
+    ("kernel:K1=2", 1300),  # the host waits 300 ns longer
+    ("annotation:aten::B=0", 700),
+    ("rank:0:host=0.5", 760),  # K1 starts at 5 + 20 (latencies stay), K2 ends at 525, then 230 of host halved
+])
+def test_whatif_predictions(spec, predicted):
+    (s,) = whatif(one_rank(), [spec]).steps
+    assert (s.measured_ns, s.predicted_ns) == (1000, predicted)
+
+
+def _coll(ts, dur, seq, corr):
+    return ev("COMM", ts, dur, 0, stream=20, device=0, name="ncclDevKernel_AllReduce", correlation=corr,
+              coll_op="all_reduce", seq=seq, in_bytes=4096, out_bytes=4096, pg_name="1", pg_desc="tracekit:tp",
+              pg_ranks="[0, 1]", group_size=2)
+
+
+def _stream_sync(ts, dur, corr):
+    return [rt("cudaStreamSynchronize", ts, dur, corr),
+            ev("SYNC", ts + 1, dur - 2, 0, stream=20, device=0, name="Stream Sync", correlation=corr)]
+
+
+def two_ranks():
+    """Rank 1 is late for all-reduce 0 (400 ns of host work first), rank 0 for all-reduce 1 (390 ns of host
+    work after waiting for all-reduce 0). The step's end is rank 1's (1800), and the longest path runs
+    rank 1 -> rank 0 -> rank 1."""
+    r0 = [ev("STEP", 0, 1500, 0, name="ProfilerStep#0", **HOST),
+          rt("cudaLaunchKernel", 100, 10, 1), _coll(115, 485, 0, 1), *_stream_sync(120, 490, 2),
+          op("aten::H0", 610, 390),
+          rt("cudaLaunchKernel", 1000, 10, 3), _coll(1015, 285, 1, 3), *_stream_sync(1020, 290, 4)]
+    r1 = [ev("STEP", 0, 1800, 0, name="ProfilerStep#0", **HOST), op("aten::H1", 0, 400),
+          rt("cudaLaunchKernel", 400, 10, 1), _coll(420, 180, 0, 1), *_stream_sync(410, 195, 2),
+          rt("cudaLaunchKernel", 610, 10, 3), _coll(625, 675, 1, 3), *_stream_sync(620, 685, 4),
+          op("aten::H2", 1305, 495)]
+    return traceset({0: table(r0), 1: table(r1, shuffle_seed=2)}, device_type="cuda")
+
+
+def test_cross_rank_path_changes_rank_twice():
+    (s,) = critical_paths(two_ranks()).steps
+    assert s.length_ns == 1800
+    assert s.by_kind_ns["comm_transfer"] == 180 + 285 and s.by_kind_ns["host"] == 1800 - 465
+    assert s.by_dimension_ns == {"tp": 465}
+    ranks = [x.rank for x in s.segments if x.dur_ns]
+    changes = [(a, b) for a, b in zip(ranks, ranks[1:]) if a != b]
+    assert changes == [(1, 0), (0, 1)]
+    named = [(x.rank, x.name, x.start_ns, x.dur_ns) for x in s.segments]
+    assert (1, "aten::H1", 0, 400) in named and (0, "aten::H0", 610, 390) in named
+    assert (0, "ncclDevKernel_AllReduce", 420, 180) in named and (1, "ncclDevKernel_AllReduce", 1015, 285) in named
+    assert [(c.from_rank, c.to_rank) for c in s.crossings] == [(1, 0), (0, 1)]
+    assert "waits for rank" in s.verdict and "tp all_reduce transfer" in s.verdict
+
+
+def test_cross_rank_whatif():
+    ts = two_ranks()
+    r = whatif(ts)
+    assert r.replay_error == 0.0
+    (free,) = whatif(ts, ["comm:tp=0"]).steps
+    # both transfers free: rank 1 -> 420, rank 0 leaves its sync at 430, arrives at 820+15, rank 1 ends at
+    # 835 + 5 + 495
+    assert free.predicted_ns == 1335
+    (late,) = whatif(ts, ["annotation:aten::H1=0"]).steps  # rank 1 on time: rank 0's own path bounds the step
+    assert late.predicted_ns < 1800
+    with pytest.raises(ConfigError):
+        Spec.parse("comm:tp=-1")
+    with pytest.raises(ConfigError):
+        Spec.parse("rank:x:host=1")
+
+
+def test_a_gap_on_a_host_thread_is_host_time():
+    ts = traceset({0: table([ev("STEP", 0, 1000, 0, name="ProfilerStep#0", **HOST), op("a", 0, 100),
+                             op("b", 700, 300)])}, device_type="cuda")
+    (s,) = critical_paths(ts).steps
+    assert s.by_kind_ns["host"] == 1000
+    assert ("ProfilerStep#0", 100, 600) in [(x.name, x.start_ns, x.dur_ns) for x in s.segments]
+
+
+def test_a_stream_wait_makes_the_waiting_stream_follow_the_other():
+    """cudaStreamWaitEvent: B on stream 8 waits for A on stream 7, then the host synchronises with stream 8."""
+    ts = traceset({0: table([
+        ev("STEP", 0, 2000, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 10, 10, 1), kernel("A", 20, 1000, 1),
+        rt("cudaStreamWaitEvent", 30, 5, 2), ev("SYNC", 32, 1, 0, stream=8, device=0, name="Stream Wait Event",
+                                                 correlation=2),
+        rt("cudaLaunchKernel", 40, 10, 3), kernel("B", 1020, 100, 3, stream=8),
+        rt("cudaStreamSynchronize", 60, 1070, 4), ev("SYNC", 61, 1068, 0, stream=8, device=0, name="Stream Sync",
+                                                     correlation=4),
+    ])}, device_type="cuda")
+    (s,) = critical_paths(ts).steps
+    assert [x.name for x in s.segments if x.kind == "compute"] == ["A", "B"]
+    assert s.by_kind_ns["compute"] == 1100
+    (half,) = whatif(ts, ["kernel:^A$=0.5"]).steps
+    assert half.predicted_ns == 2000 - 500
+
+
+def _blocked(own_kernel_only: bool):
+    rows = [ev("STEP", 0, 1_000_000, 0, name="ProfilerStep#0", **HOST)]
+    if not own_kernel_only:  # K1 was queued before; the second launch returns when it finishes (queue full)
+        rows += [rt("cudaLaunchKernel", 10, 10, 1), kernel("K1", 30, 500_000, 1)]
+    # a 400 µs launch whose own kernel ends just before it returns (lazy module loading: host time)
+    rows += [rt("cudaLaunchKernel", 100_000, 430_002, 2), kernel("K2", 530_000 if own_kernel_only else 530_030,
+                                                               0 if own_kernel_only else 5, 2)]
+    rows += [op("aten::after", 530_002, 400_000)]
+    return traceset({0: table(rows)}, device_type="cuda")
+
+
+def test_a_blocked_launch_waits_for_earlier_device_work_only():
+    (s,) = critical_paths(_blocked(own_kernel_only=False)).steps
+    assert s.by_kind_ns["compute"] == 500_000  # K1 is on the path: the launch waited for it
+    (half,) = whatif(_blocked(own_kernel_only=False), ["kernel:K1=0.5"]).steps
+    assert half.predicted_ns == 1_000_000 - 250_000
+    (own,) = critical_paths(_blocked(own_kernel_only=True)).steps
+    assert own.by_kind_ns["compute"] == 0 and own.by_kind_ns["host"] == 1_000_000
+
+
+def test_overlapping_activities_on_a_stream_keep_the_sums_exact():
+    ts = traceset({0: table([
+        ev("STEP", 0, 1000, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 10, 10, 1), kernel("K1", 30, 300, 1),
+        rt("cudaLaunchKernel", 40, 10, 2), kernel("K2", 329, 200, 2),  # starts 1 ns before K1 ends (rounding)
+        rt("cudaDeviceSynchronize", 60, 500, 3),
+    ])}, device_type="cuda")
+    (s,) = critical_paths(ts).steps
+    assert sum(s.by_kind_ns.values()) == s.length_ns == 1000
+    assert ("(gap)", -1) in [(x.name, x.dur_ns) for x in s.segments]
+    assert whatif(ts).replay_error == 0.0
+
+
+def test_the_analyzer_protocol_gives_the_same_paths():
+    from tracekit.analyzers.base import Analyzer
+    from tracekit.analyzers.critical_path import CriticalPathAnalyzer
+
+    a = CriticalPathAnalyzer()
+    assert isinstance(a, Analyzer)
+    assert a.run(two_ranks()).to_dict() == critical_paths(two_ranks()).to_dict()
+
+
+def test_the_critical_path_of_a_whatif():
+    (s,) = critical_paths(one_rank(), specs=["kernel:K1=0.5"]).steps
+    assert s.length_ns == 850 and sum(s.by_kind_ns.values()) == 850
+    assert s.by_kind_ns["compute"] == 150 + 200 and s.by_kind_ns["host"] == 500
+    (free,) = critical_paths(two_ranks(), specs=["comm:tp=0"]).steps
+    assert free.length_ns == 1335 and free.by_kind_ns["comm_transfer"] == 0

@@ -1,0 +1,336 @@
+"""Replaying the dependency graph (tracekit.analyzers.graph) with changed durations, and what-if predictions.
+
+A replay computes every node's start in chain order: within a chain ``start = P + cummax(ext - P)`` where P is
+the chain's prefix sum of durations and gaps and ``ext`` the largest input from outside the chain (a fixed
+start or an edge), a max-plus scan done with numpy; edges are re-evaluated until nothing moves (as many rounds
+as the longest alternation of chains along any dependency path). Durations only shrink or grow node by node and
+every dependency is kept, so scaling durations down never predicts a later end (max-plus is monotone).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model.events import EventKind
+from ..model.traceset import TraceSet
+from . import intervals as iv
+from .graph import COMPUTE, HOST_CHAIN, NEG, TRANSFER, Graph, build_graph
+
+MAX_ROUNDS = 100_000
+
+
+def replay(g: Graph, dur: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """(start of every node, rounds) of the whole graph with durations ``dur`` (the measured ones when None)."""
+    dur = g.dur if dur is None else np.asarray(dur, np.int64)
+    t, rounds = _replay(g.first, g.gap, g.fixed, dur, g.src, g.dst, g.anchor_end, g.delay)
+    assert t is not None
+    return t, rounds
+
+
+BLOCK_NODES = 4096  # nodes per block of the blocked replay (tests set it small to exercise the blocks)
+SHALLOW_ROUNDS = 16  # a step that converges within this many rounds as one block is not cut into blocks
+
+
+def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Replay of the nodes that start within [lo, hi] (a step), everything before ``lo`` kept as measured:
+    (the nodes, their starts, rounds). Nodes after ``hi`` cannot bound the step (every edge and chain edge
+    goes forward in measured time), so they are left out.
+
+    Measured start order is a topological order of the graph, so the window is solved in blocks of about
+    BLOCK_NODES nodes in that order, each with the blocks before it final: a block needs as many rounds as
+    chains alternate inside it, not along the whole step (a step of 200 collectives on 64 ranks: ~800 rounds
+    over the whole window, ~15 per block). Where the measurement contradicts that order (an edge from a later
+    block, clocks), the window is one block."""
+    inside = (g.start >= lo) & (g.start <= hi)
+    win = np.flatnonzero(inside)
+    if not len(win):
+        return win, np.empty(0, np.int64), 0
+    win = win[np.argsort(g.start[win], kind="stable")]
+    times = g.start[win]
+    cuts = [0]
+    while cuts[-1] + BLOCK_NODES < len(win):  # block starts at distinct times: ties never split
+        cuts.append(int(np.searchsorted(times, times[cuts[-1] + BLOCK_NODES], side="left")))
+        if cuts[-1] == cuts[-2]:
+            cuts[-1] = int(np.searchsorted(times, times[cuts[-2]], side="right"))
+    cuts = sorted(set(c for c in cuts if c < len(win))) + [len(win)]
+    block = np.full(len(g), -1, np.int64)
+    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        block[win[a:b]] = i
+    e_win = np.flatnonzero(inside[g.dst])
+    if (block[g.src[e_win]] > block[g.dst[e_win]]).any():
+        cuts = [0, len(win)]
+        block[win] = 0
+    e_win = e_win[np.argsort(block[g.dst[e_win]], kind="stable")]
+    e_cut = np.searchsorted(block[g.dst[e_win]], np.arange(len(cuts)))
+    t_all, d_all = g.start.copy(), np.where(inside, dur, g.dur)
+    in_b, pos = np.zeros(len(g), bool), np.full(len(g), -1, np.int64)  # scratch, reset after each block
+    if len(cuts) > 2:  # a shallow step converges in a few rounds as one block: try that first
+        in_b[win] = True
+        whole = np.sort(win)
+        t_w, rounds = _solve_block(g, whole, in_b, pos, e_win, t_all, d_all, SHALLOW_ROUNDS)
+        in_b[win] = False
+        if t_w is not None:
+            t_all[whole] = t_w
+            return win, t_all[win], rounds
+    else:
+        rounds = 0
+    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        nodes_b = np.sort(win[a:b])
+        in_b[nodes_b] = True
+        t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+        in_b[nodes_b] = False
+        assert t_b is not None
+        t_all[nodes_b] = t_b
+        rounds += r
+    return win, t_all[win], rounds
+
+
+def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarray, e_in: np.ndarray,
+                 t_all: np.ndarray, d_all: np.ndarray, give_up: int = MAX_ROUNDS):
+    """Starts of ``nodes_b`` (sorted; flagged in ``in_b``) with every other node frozen at ``t_all`` / ``d_all``.
+    ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
+    head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
+    preds = head - 1
+    outer = np.setdiff1d(g.src[e_in][~in_b[g.src[e_in]]], preds)
+    nodes = np.concatenate([nodes_b, preds, outer])
+    key = np.concatenate([g.chain[nodes_b], g.chain[preds], -1 - np.arange(len(outer))])
+    order = np.lexsort((nodes, key))
+    nodes, key = nodes[order], key[order]
+    first = np.ones(len(nodes), bool)
+    first[1:] = key[1:] != key[:-1]
+    frozen = ~in_b[nodes]
+    fixed = np.where(frozen, t_all[nodes], g.fixed[nodes])
+    pos[nodes] = np.arange(len(nodes))
+    src, dst = pos[g.src[e_in]], pos[g.dst[e_in]]
+    pos[nodes] = -1
+    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in],
+                        give_up)
+    if t is None:
+        return None, rounds
+    return t[~frozen][np.argsort(nodes[~frozen])], rounds
+
+
+def _replay(first, gap, fixed, dur, src, dst, anchor_end, delay, give_up: int = MAX_ROUNDS):
+    """(starts, rounds), or (None, rounds) when ``give_up`` rounds were not enough."""
+    n = len(first)
+    first_idx = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    chain_rank = np.cumsum(first) - 1
+    inc = np.zeros(n, np.int64)
+    inc[1:] = dur[:-1]
+    inc = np.where(first, 0, inc + gap)
+    c = np.cumsum(inc)
+    prefix = c - c[first_idx]
+    order = np.argsort(dst, kind="stable")
+    e_dst, e_src, e_anchor, e_delay = dst[order], src[order], anchor_end[order], delay[order]
+    dsts, starts = np.unique(e_dst, return_index=True)
+    t = _scan_chains(fixed, prefix, chain_rank)
+    for rounds in range(1, give_up):
+        ext = fixed.copy()
+        if len(e_dst):
+            vals = t[e_src] + np.where(e_anchor, dur[e_src], 0) + e_delay
+            ext[dsts] = np.maximum(ext[dsts], np.maximum.reduceat(vals, starts))
+        new = _scan_chains(ext, prefix, chain_rank)
+        if np.array_equal(new, t):
+            return t, rounds
+        t = new
+    if give_up < MAX_ROUNDS:
+        return None, give_up
+    raise RuntimeError("replay did not converge: the graph has a cycle")
+
+
+def _scan_chains(ext: np.ndarray, prefix: np.ndarray, chain_rank: np.ndarray) -> np.ndarray:
+    """start = prefix + segmented cummax(ext - prefix), segments = chains. Values are taken relative to the
+    earliest finite input; a node no input has reached yet (-1 after clipping) stays NEG; chains are offset so
+    that none sees its predecessor's maximum."""
+    if not len(ext):
+        return ext.copy()
+    x = ext - prefix
+    finite = ext > NEG // 2
+    base = int(x[finite].min()) if finite.any() else 0
+    x = np.where(finite, x - base, -1)
+    x = np.maximum(x, -1)
+    span = int(x.max()) + 2
+    if span * (int(chain_rank[-1]) + 1) >= 2**62:
+        raise OverflowError("replay: trace too long for the int64 scan")
+    off = chain_rank * span
+    m = np.maximum.accumulate(x + off) - off
+    return np.where(m < 0, NEG, prefix + m + base)
+
+
+# --- what-if specs ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One duration change: ``comm:DIM=F``, ``kernel:REGEX=F``, ``annotation:NAME=F``, ``rank:R:host=F``."""
+
+    what: str  # comm, kernel, annotation, rank
+    key: str
+    factor: float
+    text: str
+
+    @staticmethod
+    def parse(text: str) -> Spec:
+        what, _, rest = text.partition(":")
+        key, eq, factor = rest.rpartition("=")
+        try:
+            f = float(factor)
+        except ValueError:
+            f = -1.0
+        if what not in ("comm", "kernel", "annotation", "rank") or not eq or not key or not f >= 0 or f != f:
+            raise ConfigError(f"--set {text!r}: expected comm:DIM=F, kernel:REGEX=F, annotation:NAME=F or "
+                              "rank:R:host=F with a factor F >= 0 (0.5 halves the time)")
+        if what == "rank":
+            r, _, part = key.partition(":")
+            if not r.lstrip("-").isdigit() or part != "host":
+                raise ConfigError(f"--set {text!r}: expected rank:R:host=F, e.g. rank:3:host=0.5")
+        if what == "kernel":
+            try:
+                re.compile(key)
+            except re.error as exc:
+                raise ConfigError(f"--set {text!r}: bad regular expression ({exc})") from exc
+        return Spec(what, key, f, text)
+
+
+def scaled_durations(g: Graph, traces: TraceSet, specs: Sequence[Spec]) -> tuple[np.ndarray, list[str]]:
+    """The graph's durations with every spec applied (factors multiply where specs overlap), and a note for
+    each spec that matched nothing."""
+    factor = np.ones(len(g))
+    notes = []
+    for spec in specs:
+        hit = _matches(g, traces, spec)
+        if not hit.any():
+            notes.append(f"--set {spec.text}: matches nothing in the trace")
+        factor[hit] *= spec.factor
+    return np.rint(g.dur * factor).astype(np.int64), notes
+
+
+def _matches(g: Graph, traces: TraceSet, spec: Spec) -> np.ndarray:
+    host = g.chain_type[g.chain] == HOST_CHAIN
+    if spec.what == "comm":
+        dims = np.array([str(d).lower() for d in g.dimension], object) if len(g) else np.empty(0, object)
+        return (g.kind == TRANSFER) & (dims == spec.key.lower())
+    if spec.what == "rank":
+        return host & (g.rank == int(spec.key.partition(":")[0]))
+    hit = np.zeros(len(g), bool)
+    for r, t in traces:
+        on = np.flatnonzero(g.rank == r)
+        if spec.what == "kernel":
+            pat = re.compile(spec.key)
+            names = np.array([bool(pat.search(s)) for s in t.strings] + [False], bool)
+            rows = g.row[on]
+            nid = np.where(rows >= 0, t["name_id"][np.maximum(rows, 0)], -1)
+            is_kernel = (g.kind[on] == COMPUTE) & ~host[on]
+            hit[on] = is_kernel & names[np.where(nid < 0, len(t.strings), nid)]
+        else:
+            hit[on] = host[on] & _inside_annotation(g, t, r, on, spec.key)
+    return hit
+
+
+def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.ndarray:
+    """Host pieces of rank ``r`` inside an op or annotation called ``name`` on the same thread."""
+    sid = t.string_id(name)
+    rows = np.flatnonzero((t["name_id"] == sid) & (t["device"] < 0)) if sid >= 0 else np.empty(0, np.int64)
+    if not len(rows) or not len(on):
+        return np.zeros(len(on), bool)
+    shift = g.shifts[r]
+    B = np.int64(2**42)
+    lanes = np.unique(np.concatenate([t["stream"][rows], g.chain_lane[g.chain[on]]]))
+    lo = min(int(t["ts_ns"][rows].min()) - shift, int(g.start[on].min()))
+    ann = iv.union(np.searchsorted(lanes, t["stream"][rows]) * B + (t["ts_ns"][rows] - shift - lo),
+                   np.searchsorted(lanes, t["stream"][rows]) * B + (t.end_ns[rows] - shift - lo))
+    plane = np.searchsorted(lanes, g.chain_lane[g.chain[on]])
+    ps = plane * B + (g.start[on] - lo)
+    pe = ps + np.maximum(g.dur[on], 1)
+    # a piece is inside when its measured span is covered (pieces are cut at every op boundary)
+    span_end = ps + np.maximum((g.start[on] + g.dur[on]) - g.start[on], 1)
+    return iv.overlap_each(ann, ps, np.maximum(pe, span_end)) > 0
+
+
+# --- step times ------------------------------------------------------------------------------------------
+
+def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int]:
+    """Per step, replayed from its measured start: the latest window end over ranks minus the earliest window
+    start. Also the most rounds a step took."""
+    out: dict[int, int] = {}
+    most = 0
+    for step, wins in _by_step(g).items():
+        lo, hi = min(w.start_ns for w in wins), max(w.end_ns for w in wins)
+        nodes, t, rounds = replay_window(g, dur, lo, hi)
+        most = max(most, rounds)
+        at = np.full(len(g), NEG, np.int64)
+        at[nodes] = t
+        s = min(int(at[w.start_node]) for w in wins)
+        e = max(int(at[w.end_node] + dur[w.end_node]) for w in wins)
+        out[step] = e - s
+    return out, most
+
+
+def _by_step(g: Graph) -> dict[int, list]:
+    steps: dict[int, list] = {}
+    for w in g.windows:
+        steps.setdefault(w.step, []).append(w)
+    return dict(sorted(steps.items()))
+
+
+def measured_step_times(g: Graph) -> dict[int, int]:
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for w in g.windows:
+        lo[w.step] = min(lo.get(w.step, w.start_ns), w.start_ns)
+        hi[w.step] = max(hi.get(w.step, w.end_ns), w.end_ns)
+    return {k: hi[k] - lo[k] for k in sorted(lo)}
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    step: int
+    measured_ns: int
+    predicted_ns: int
+    replayed_ns: int  # the unchanged graph's replay (equals measured_ns when the graph is complete)
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted_ns / self.measured_ns if self.measured_ns else 1.0
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "measured_us": self.measured_ns / 1e3, "predicted_us": self.predicted_ns / 1e3,
+                "ratio": self.ratio}
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    specs: tuple[str, ...]
+    steps: tuple[StepPrediction, ...]
+    replay_error: float  # max over steps of |identity replay - measured| / measured
+    rounds: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"specs": list(self.specs), "steps": [s.to_dict() for s in self.steps],
+                "replay_error": self.replay_error, "notes": list(self.notes)}
+
+
+def whatif(traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str | None = None,
+           graph: Graph | None = None, comm=None) -> WhatIf:
+    """Measured vs predicted time of every step with the durations changed by ``specs``; the replay of the
+    unchanged graph is always run and its error reported. ``comm``: a CommResult to reuse (its clock offsets
+    and dimensions are the graph's)."""
+    parsed = [s if isinstance(s, Spec) else Spec.parse(s) for s in specs]
+    g = graph if graph is not None else build_graph(traces, windows, comm)
+    dur, notes = scaled_durations(g, traces, parsed)
+    measured = measured_step_times(g)
+    replayed, rounds = predicted_step_times(g, g.dur)
+    predicted = predicted_step_times(g, dur)[0] if parsed else replayed
+    steps = tuple(StepPrediction(k, measured[k], predicted[k], replayed[k]) for k in measured)
+    err = max((abs(s.replayed_ns - s.measured_ns) / s.measured_ns for s in steps if s.measured_ns), default=0.0)
+    if not steps:
+        notes.append("no step windows found (ProfilerStep#N, or the annotation given as windows)")
+    return WhatIf(tuple(s.text for s in parsed), steps, err, rounds, tuple(notes))
+
+
+__all__ = ["Spec", "StepPrediction", "WhatIf", "replay", "whatif", "EventKind"]
