@@ -193,9 +193,10 @@ class Analysis:
         from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
-        for r in out["ranks"] if self.breakdowns else ():  # beside each rank's totals (docs/breakdowns.md)
-            if r["rank"] in self.breakdowns:
-                r.update(self.breakdowns[r["rank"]].to_dict())
+        found = self.breakdowns or {}
+        for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
+            if r["rank"] in found:
+                r.update(found[r["rank"]].to_dict())
         if self.activation is not None:
             out["activation_memory"] = self.activation.to_dict()
         return out
