@@ -273,8 +273,9 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
     return trace
 
 
-def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
-    """A trace cut short (killed process, full disk): keep every complete event before the cut."""
+def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
+    """A trace cut short (killed process, full disk): the document made of every complete event before the cut
+    (the bytes up to the last event that closes cleanly, then ``]}``), the same decoded, and the warning to give."""
     start = data.find(b'"traceEvents"')
     if start < 0:
         raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
@@ -283,7 +284,7 @@ def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnin
         cut = data.rfind(b"}", start, cut)
         if cut < 0:
             break
-        candidate = data[: cut + 1] + b"]}"
+        candidate = bytes(data[: cut + 1]) + b"]}"
         try:
             obj = _UNTYPED.decode(candidate)
         except msgspec.DecodeError:
@@ -291,12 +292,19 @@ def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnin
         events = obj.get("traceEvents") if isinstance(obj, dict) else None
         if not isinstance(events, list) or not events:
             break
-        warnings.append(f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost the rest "
-                        f"({len(data) - cut - 1} bytes); the process was probably killed during export")
-        trace = _lenient(obj, path, warnings)
-        trace.truncated = True
-        return trace
+        return candidate, obj, (f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
+                                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
+                                "export")
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
+
+
+def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
+    """A trace cut short (killed process, full disk): keep every complete event before the cut."""
+    _, obj, warning = salvaged_prefix(data, path, exc)
+    warnings.append(warning)
+    trace = _lenient(obj, path, warnings)
+    trace.truncated = True
+    return trace
 
 
 class _ExactEvent(msgspec.Struct):
