@@ -85,33 +85,46 @@ def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]
     return out
 
 
+_BLANK = frozenset(b" \t\r\n")
+
+
+def _array_inside(buf: memoryview) -> memoryview | None:
+    """The bytes between a JSON array's brackets (a view, no copy), ``None`` when ``buf`` is not an array."""
+    lo, hi = 0, len(buf)
+    while lo < hi and buf[lo] in _BLANK:
+        lo += 1
+    while hi > lo and buf[hi - 1] in _BLANK:
+        hi -= 1
+    if hi - lo < 2 or buf[lo] != ord("[") or buf[hi - 1] != ord("]"):
+        return None
+    lo, hi = lo + 1, hi - 1
+    while hi > lo and buf[hi - 1] in _BLANK:
+        hi -= 1
+    return buf[lo:hi]
+
+
 def annotated_parts(trace: Mapping[str, Any], tracks: Mapping[str, Sequence[Sequence[float]]],
-                    pids: Collection | None = None, process_name: str = PROCESS_NAME) -> list[bytes]:
+                    pids: Collection | None = None, process_name: str = PROCESS_NAME) -> list[bytes | memoryview]:
     """The annotated trace as pieces of JSON bytes, in order. A member given as ``msgspec.Raw`` (see
     ``loader.passthrough``) is written as its original bytes, and a raw ``traceEvents`` array keeps every event
     byte for byte: only the added events are encoded, appended inside the array. ``pids``: the pids the
     events use (the new process takes a free one)."""
     events = trace.get("traceEvents")
-    if isinstance(events, msgspec.Raw):
-        body = bytes(events).strip()
-    elif isinstance(events, list):
-        body, pids = _ENCODER.encode(events), _event_pids(events) if pids is None else pids
-    else:
-        body = b""
-    if body[:1] != b"[" or body[-1:] != b"]":
+    if isinstance(events, list):
+        events, pids = _ENCODER.encode(events), _event_pids(events) if pids is None else pids
+    inside = _array_inside(memoryview(events)) if isinstance(events, (msgspec.Raw, bytes)) else None
+    if inside is None:
         raise TraceFormatError("annotate: the trace has no traceEvents list; is it a Chrome/Kineto trace?")
     added = added_events(_free_pid(pids or ()), tracks, process_name)
-    parts = [b"{"]
+    parts: list[bytes | memoryview] = [b"{"]
     for i, (key, value) in enumerate(trace.items()):
-        parts.append((b"," if i else b"") + _ENCODER.encode(key) + b":")
+        head = (b"," if i else b"") + _ENCODER.encode(key) + b":"
         if key != "traceEvents":
-            parts.append(bytes(value) if isinstance(value, msgspec.Raw) else _ENCODER.encode(value))
+            parts += [head, memoryview(value) if isinstance(value, msgspec.Raw) else _ENCODER.encode(value)]
             continue
-        inner = body[:-1].rstrip()
-        del body
-        parts.append(inner)
+        parts += [head + b"[", inside]
         if added:
-            parts.append((b"," if inner != b"[" else b"") + b",".join(_ENCODER.encode(e) for e in added))
+            parts.append((b"," if len(inside) else b"") + b",".join(_ENCODER.encode(e) for e in added))
         parts.append(b"]")
     parts.append(b"}")
     return parts
@@ -160,7 +173,7 @@ class PerfettoReporter(StreamReporter):
         return StreamReporter.render(self, doc, out, **options)
 
 
-def _write_bytes(parts: Iterable[bytes], stream: IO[bytes], compress: bool) -> None:
+def _write_bytes(parts: Iterable[bytes | memoryview], stream: IO[bytes], compress: bool) -> None:
     if compress:
         with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6) as f:
             for part in parts:
