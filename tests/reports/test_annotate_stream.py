@@ -171,3 +171,19 @@ def test_gloo_trace_passes_through(tmp_path, gloo_trace):
     assert res.exit_code == 0, res.output
     added = _check_passthrough(_json_bytes(gloo_trace), (tmp_path / "a.json").read_bytes())
     assert any(e["name"].startswith("comm ") for e in added if e["ph"] == "X")
+
+
+def test_lone_surrogate_escape_is_read_as_the_loader_reads_it(tmp_path):
+    src = tmp_path / "s.json"
+    src.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "cut \\ud800 name", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}')
+    res = _annotate(tmp_path, src)
+    assert res.exit_code == 0, res.output
+    assert "lone UTF-16 surrogate" in res.stderr and "closed with" not in res.stderr
+    assert json.loads((tmp_path / "a.json").read_bytes())["traceEvents"][0]["name"] == "cut \ufffd name"
+
+
+def test_two_event_arrays_are_refused_as_the_loader_refuses_them(tmp_path):
+    src = tmp_path / "d.json"
+    src.write_text('{"traceEvents": [{"pid": 1}], "traceEvents": [{"pid": 2}]}')
+    res = _annotate(tmp_path, src)
+    assert res.exit_code == 3 and "two 'traceEvents' arrays" in res.stderr

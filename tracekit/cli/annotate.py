@@ -42,8 +42,10 @@ def annotate(trace, out, rank, tracks_path, **analysis) -> None:
         tracks, table_pids = tracks_from_analysis(analysis_from_traces([trace], **analysis), rank)
     source = read_trace_bytes(trace)  # the original bytes: every event is written back unchanged
     for warning in source.warnings:
-        click.echo(printable(f"tracekit: note: {warning}; the annotated copy holds the events kept, closed with ']}}'"),
-                   err=True)
+        click.echo(printable(f"tracekit: note: {warning}"), err=True)
+    if source.truncated:
+        click.echo("tracekit: note: the annotated copy holds the complete events before the cut, closed with ']}', "
+                   "then tracekit's tracks", err=True)
     pids = source.pids if source.pids is not None else table_pids
     written = write(TraceAnnotation(source.members, tracks, pids), "perfetto", out).path
     n = sum(len(v) for v in tracks.values())

@@ -166,9 +166,8 @@ def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
         try:
             trace = _decode(data, path, warnings)
         except _LoneSurrogates:
-            data, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
-            warnings.append(f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
-                            "character?) read as U+FFFD")
+            data, warning = mend_lone_surrogates(data, path)
+            warnings += [warning] if warning else []
             trace = _decode(data, path, warnings)
     except RecursionError:
         raise TraceFormatError(too_deep(path)) from None
@@ -185,6 +184,16 @@ class _LoneSurrogates(Exception):
 _NOT_BLANK = re.compile(rb"[^ \t\r\n]")
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
                              rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def mend_lone_surrogates(data: bytes | bytearray, path: str) -> tuple[bytes | bytearray, str | None]:
+    """``data`` with each lone UTF-16 surrogate escape (which msgspec refuses) written ``\\ufffd`` (as long, so no
+    offset moves), and the warning to give; ``data`` itself and ``None`` when there is none."""
+    mended, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
+    if not n:
+        return data, None
+    return mended, (f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
+                    "character?) read as U+FFFD")
 
 
 def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
