@@ -187,3 +187,19 @@ def test_two_event_arrays_are_refused_as_the_loader_refuses_them(tmp_path):
     src.write_text('{"traceEvents": [{"pid": 1}], "traceEvents": [{"pid": 2}]}')
     res = _annotate(tmp_path, src)
     assert res.exit_code == 3 and "two 'traceEvents' arrays" in res.stderr
+
+
+def test_the_loader_limits_apply_as_set_on_the_command_line(tmp_path):
+    src = DATA / "pp-sendrecv-128rank-rank0.json.gz"
+    (tmp_path / "tracks.json").write_text(json.dumps(TRACKS))
+    base = ["annotate", str(src), "--tracks", str(tmp_path / "tracks.json"), "-o", str(tmp_path / "a.json")]
+    res = CliRunner().invoke(cli, [*base, "--max-trace-bytes", "1000"])
+    assert res.exit_code == 3 and "--max-trace-bytes" in res.stderr, res.output
+    assert CliRunner().invoke(cli, [*base, "--max-trace-bytes", str(10**9)]).exit_code == 0
+
+
+def test_an_empty_file_is_one_line(tmp_path):
+    src = tmp_path / "e.json"
+    src.write_text("  \n")
+    res = _annotate(tmp_path, src)
+    assert res.exit_code == 3 and "empty file" in res.stderr

@@ -6,10 +6,12 @@ import click
 
 from ..errors import ConfigError
 from ..formats.tracks import read_tracks
+from ..loader.decode import StreamLimits
 from ..loader.passthrough import read_trace_bytes
 from ..reports.perfetto import TraceAnnotation, tracks_from_intervals
 from ..reports.safe_text import printable
 from ._analysis import analysis_from_traces, analysis_options
+from .common import build_load_options
 from .output import write
 
 
@@ -40,7 +42,9 @@ def annotate(trace, out, rank, tracks_path, **analysis) -> None:
         tracks = read_tracks(tracks_path)
     else:
         tracks, table_pids = tracks_from_analysis(analysis_from_traces([trace], **analysis), rank)
-    source = read_trace_bytes(trace)  # the original bytes: every event is written back unchanged
+    opts = build_load_options(**analysis)  # the loader's limits, as the analysis had them
+    limits = StreamLimits(opts.max_bytes, opts.max_string_bytes, opts.max_gzip_ratio)
+    source = read_trace_bytes(trace, limits)  # the original bytes: every event is written back unchanged
     for warning in source.warnings:
         click.echo(printable(f"tracekit: note: {warning}"), err=True)
     if source.truncated:

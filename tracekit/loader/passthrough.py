@@ -8,6 +8,7 @@ salvaged as the loader salvages it. Of the events only the ``pid`` field is deco
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..errors import TraceFormatError
 from .decode import DEFAULT_MAX_BYTES, StreamLimits, check_one_events, mend_lone_surrogates, read_bytes, salvaged_prefix, too_deep
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_NOT_BLANK = re.compile(rb"[^ \t\r\n]")
 
 
 class _Pid(msgspec.Struct):
@@ -40,7 +42,7 @@ class TraceBytes:
 
 def read_trace_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> TraceBytes:
     data = read_bytes(path, limits)
-    if not data.strip():
+    if _NOT_BLANK.search(data) is None:
         raise TraceFormatError(f"{path}: empty file; was the profiler stopped before export?")
     check_one_events(data, path, 0)
     members, warnings, truncated = _split(data, path)
