@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
-from ..errors import ConfigError
 from .common import build_load_options, load_options
 
 
@@ -41,10 +38,3 @@ def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: b
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
     return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window,
                    critical_path=critical_path)
-
-
-def read_json(path: str, what: str) -> dict:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the {what} JSON ({exc})") from exc
