@@ -5,19 +5,21 @@ from __future__ import annotations
 import click
 
 from ._analysis import window_option
+from .common import build_load_options, load_options
 
 
 @click.command()
 @click.argument("path")
 @click.option("-o", "--output", required=True, metavar="FILE", help="where to write the baseline summary JSON")
 @window_option
-def baseline(path, output, window):
+@load_options
+def baseline(path, output, window, executor, **load_kw):
     """Write the summary of the run at PATH (trace directory or summary JSON) as a baseline."""
     from .. import gate
     from ..errors import EmptyWindowError
     from ..reports.safe_text import printable
 
-    summary = gate.load_summary(path, window)
+    summary = gate.load_summary(path, window, build_load_options(**load_kw), executor)
     if not summary.has_data:
         why = "; ".join(summary.partial_reasons()[:2]) or "no events"
         raise EmptyWindowError(f"baseline: {path} has no complete step ({why}); a baseline of no data would "

@@ -8,6 +8,7 @@ import click
 from ..errors import ConfigError
 from ..reports.safe_text import printable
 from ._analysis import window_option
+from .common import build_load_options, load_options
 
 _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the defaults (exposed_comm_us, "
                 "exposed_comm_share, overlap_ratio and '*/*:exposed_comm_us'). Whole run: NAME; one dimension/op: "
@@ -34,9 +35,10 @@ _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the d
 @click.option("--allow-partial", is_flag=True,
               help="gate a truncated run on its complete steps instead of failing it")
 @window_option
+@load_options
 @click.pass_context
 def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_us, min_delta_ratio,
-          junit_path, markdown_path, json_path, quiet, strict, allow_partial, window):
+          junit_path, markdown_path, json_path, quiet, strict, allow_partial, window, executor, **load_kw):
     """Check the run at PATH (trace directory or summary JSON) against a baseline and budgets."""
     from .. import gate
     from .output import emit, write
@@ -48,8 +50,8 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
     parsed = tuple(gate.parse_budget(b) for b in budgets)
     opts = gate.GateOptions(gate.parse_fraction(max_regression), min_delta_us, min_delta_ratio,
                             tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS)
-    current = gate.load_summary(path, window)
-    baseline = gate.load_summary(baseline_path, window) if baseline_path else None
+    current = gate.load_summary(path, window, build_load_options(**load_kw), executor)
+    baseline = gate.load_summary(baseline_path, window, build_load_options(**load_kw), executor) if baseline_path else None
     report = gate.run_gate(current, baseline, parsed, opts, strict=strict, allow_partial=allow_partial)
     for warning in report.warnings:
         click.echo(f"warning: {printable(warning)}", err=True)

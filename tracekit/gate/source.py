@@ -23,24 +23,28 @@ def _is_trace(path: Path) -> bool:
     return b'"traceEvents"' in head
 
 
-def summary_from_traces(path: Path, window: str | None = None) -> Mapping[str, Any]:
+def summary_from_traces(path: Path, window: str | None = None, options: Any = None,
+                        executor: Any = None) -> Mapping[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer. A run
-    without complete steps still gives a summary (its steps marked incomplete): the gate fails it."""
+    without complete steps still gives a summary (its steps marked incomplete): the gate fails it. ``options``:
+    the loader's LoadOptions (limits, rules, cache), as the analysing commands take them."""
     from ..analyzers import analyze
     from ..loader.io import load
 
-    return analyze(load(str(path)), window=window, allow_empty=True).to_dict()
+    return analyze(load(str(path), options=options, executor=executor), window=window, allow_empty=True).to_dict()
 
 
-def load_summary(path: str | Path, window: str | None = None) -> RunMetrics:
+def load_summary(path: str | Path, window: str | None = None, options: Any = None, executor: Any = None
+                 ) -> RunMetrics:
     """A RunMetrics from a summary JSON file, or from traces (analysed on the fly; ``window`` as
     ``tracekit analyze --window``). A trace, even one cut short, is told apart by its first bytes."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
-        return RunMetrics(summary_from_traces(p, window), str(p))
-    return RunMetrics(read_summary_as_written(p)[1], str(p))
+        return RunMetrics(summary_from_traces(p, window, options, executor), str(p))
+    limit = getattr(options, "max_bytes", None)
+    return RunMetrics(read_summary_as_written(p, **({"max_bytes": limit} if limit else {}))[1], str(p))
 
 
 def write_summary(summary: RunMetrics, path: str | Path) -> None:

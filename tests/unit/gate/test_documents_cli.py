@@ -67,3 +67,16 @@ def test_a_trace_named_like_a_summary_goes_to_the_loader_once(tmp_path):
     res = _tracekit("check", str(p), "--budget", "overlap_ratio>=0")
     assert res.returncode == 0, res.stderr
     assert "PASSED" in res.stdout
+
+
+def test_check_baseline_and_diff_take_the_loaders_limits(tmp_path):
+    """The same limit options as the analysing commands: a trace (and a summary) past --max-trace-bytes is refused
+    in one line, exit 3; under the limit the same commands pass."""
+    summary = tmp_path / "s.json"
+    summary.write_text(json.dumps(tp_run([10.0, 12.0])))
+    for args in (("check", TRACE, "--budget", "overlap_ratio>=0"), ("baseline", TRACE, "-o", str(tmp_path / "b.json")),
+                 ("diff", TRACE, str(summary)), ("check", str(summary), "--budget", "overlap_ratio>=0")):
+        res = _tracekit(*args, "--max-trace-bytes", "1000")
+        assert res.returncode == 3 and "Traceback" not in res.stderr, (args, res.stderr)
+        assert "1,000 bytes" in res.stderr or "1000 bytes" in res.stderr, res.stderr
+    assert _tracekit("check", TRACE, "--budget", "overlap_ratio>=0", "--max-trace-bytes", str(10**9)).returncode == 0
