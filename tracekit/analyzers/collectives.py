@@ -124,9 +124,8 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
 def _bandwidth(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """algbw = bytes / transfer time (GB/s = bytes/ns); busbw with the nccl-tests factor. NaN without a
     transfer time (instance not matched across ranks) or without a size."""
-    codes, texts = pd.factorize(df["pg_ranks"], use_na_sentinel=False)
-    listed = np.array([len(str(s).strip("[]").split(",")) if s else 0 for s in texts], dtype=np.int64)
-    n = np.where(df["group_size"] > 0, df["group_size"], listed[codes] if len(codes) else 0).astype(np.int64)
+    listed = np.fromiter((len(m) for m in df["pg_members"]), dtype=np.int64, count=len(df))
+    n = np.where(df["group_size"] > 0, df["group_size"], listed).astype(np.int64)
     t = df["transfer_ns"].where(df["transfer_ns"] > 0)
     algbw = (df["bytes"].where(df["bytes"] > 0) / t).to_numpy(dtype=np.float64)
     ops, op_of = pd.factorize(df["op"], use_na_sentinel=False)

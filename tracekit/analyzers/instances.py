@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ..model.events import EventKind, EventTable
+from ..model.traceset import RankInfo
 from . import intervals as iv
 
-_STR = ("op", "pg_name", "pg_desc", "pg_ranks", "name", "dimension")
+_STR = ("op", "pg_name", "pg_desc", "pg_ranks", "pg_members", "name", "dimension")
 _INT = ("rank", "step", "group_size", "seq", "stream", "start_ns", "end_ns", "bytes", "hidden_ns", "src_rank",
         "dst_rank")
 _FLOAT = ("wait_ns", "transfer_ns")  # NaN where no cross-rank match
@@ -56,7 +57,7 @@ def nccl_bytes(in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
     return np.clip(np.maximum(in_bytes, out_bytes), 0, None)
 
 
-def instances_from_table(table: EventTable, rank: int, k: iv.Intervals) -> Instances:
+def instances_from_table(table: EventTable, rank: int, k: iv.Intervals, info: RankInfo | None = None) -> Instances:
     m = table.mask_kind(EventKind.COMM)
     sub = table.select(np.flatnonzero(m))  # row numbers: one scan of the mask, not one per column
     n = len(sub)
@@ -64,6 +65,7 @@ def instances_from_table(table: EventTable, rank: int, k: iv.Intervals) -> Insta
     cols: dict[str, np.ndarray] = {
         "op": _text(sub, "coll_op_id"), "pg_name": _text(sub, "pg_name_id"), "pg_desc": _text(sub, "pg_desc_id"),
         "pg_ranks": _text(sub, "pg_ranks_id"), "name": _text(sub, "name_id"), "dimension": np.full(n, "", object),
+        "pg_members": _members(sub, info or RankInfo(rank, 0)),
         "rank": np.full(n, rank, np.int64), "step": sub["step"].astype(np.int64),
         "group_size": sub["group_size"].astype(np.int64), "seq": sub["seq"].astype(np.int64),
         "stream": sub["stream"].astype(np.int64), "start_ns": start, "end_ns": end,
@@ -74,6 +76,16 @@ def instances_from_table(table: EventTable, rank: int, k: iv.Intervals) -> Insta
     }
     order = np.argsort(start, kind="stable")
     return Instances({key: v[order] for key, v in cols.items()})
+
+
+def _members(table: EventTable, info: RankInfo) -> np.ndarray:
+    """Each instance's process-group member ranks (a tuple, as the loader parsed them), one look-up per group."""
+    ids = table["pg_ranks_id"]
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    per = np.empty(len(uniq), dtype=object)
+    for j, i in enumerate(uniq.tolist()):
+        per[j] = info.members(table.strings[i]) if 0 <= i < len(table.strings) else ()
+    return per[inverse.reshape(-1)] if len(ids) else np.empty(0, object)
 
 
 def _text(table: EventTable, column: str) -> np.ndarray:

@@ -204,7 +204,7 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
         warnings.append(f"rank {info.rank}: {len(left_out)} of {len(steps)} steps are incomplete and left out of "
                         f"the totals ({_step_reasons(left_out)})")
     return RankOverlap(info.rank, dev, steps, StepOverlap.total(steps), _streams(table, comm, k),
-                       instances_from_table(table, info.rank, k), tuple(warnings), plan)
+                       instances_from_table(table, info.rank, k, info), tuple(warnings), plan)
 
 
 def restep(table: EventTable, plan: StepPlan) -> EventTable:

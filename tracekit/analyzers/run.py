@@ -155,16 +155,9 @@ def _dimensions(dims, inst: Instances) -> np.ndarray:
         return np.empty(0, object)
     codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols], axis=1)
     _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), _ranks(inst["pg_ranks"][i])) for i in first],
+    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), inst["pg_members"][i]) for i in first],
                      dtype=object)
     return names[inverse.reshape(-1)]
-
-
-def _ranks(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in str(text).strip("[]() ").replace(" ", "").split(",") if x)
-    except ValueError:
-        return ()
 
 
 def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:

@@ -115,8 +115,9 @@ def _by_group(df: pd.DataFrame) -> list[dict]:
     if df.empty:
         return []
     out = []
+    members = dict(zip(df["pg_ranks"], df["pg_members"]))  # the loader's parse of each group's ranks text
     for row in _agg(df, ["pg_name", "pg_desc", "dimension", "pg_ranks"]).itertuples(index=False):
-        ranks = [int(x) for x in str(row.pg_ranks).strip("[]() ").replace(" ", "").split(",") if x.isdigit()]
+        ranks = list(members.get(row.pg_ranks, ()))
         out.append({"pg_name": row.pg_name, "pg_desc": row.pg_desc, "dimension": row.dimension, "ranks": ranks,
                     "count": int(row.count), "bytes": int(row.bytes), "comm_us": row.comm_ns / 1e3,
                     "hidden_comm_us": row.hidden_ns / 1e3, "exposed_comm_us": row.exposed_ns / 1e3,

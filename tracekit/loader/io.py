@@ -13,10 +13,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.events import EventTable
 from ..model.layout import LayoutError, ParallelLayout
-from ..model.traceset import RankInfo, RunMetadata, TraceSet
+from ..model.traceset import RankInfo, RunMetadata, TraceSet, parse_ranks
 from .cache import read_cache, source_stamp, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
@@ -66,7 +68,7 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
         hit = read_cache(path, options, notes)
         if hit is not None:
             check_strings(hit[0], path, options.max_string_bytes)
-            return hit
+            return hit[0], with_group_ranks(*hit)
     try:
         try:
             table, info = _load_streaming(path, options)
@@ -82,6 +84,7 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
     table, info = check_table(table, info, path, options.max_string_bytes)
     if options.cache and stamp is not None:
         write_cache(path, options, table, info, stamp)
+    info = with_group_ranks(table, info)
     if notes:  # about this load only (a rejected cache entry): not written to the cache
         info = replace(info, warnings=tuple(notes) + tuple(info.warnings))
     return table, info
@@ -89,6 +92,13 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
 
 def _limits(options: LoadOptions) -> StreamLimits:
     return StreamLimits(options.max_bytes, options.max_string_bytes, options.max_gzip_ratio)
+
+
+def with_group_ranks(table: EventTable, info: RankInfo) -> RankInfo:
+    """``info`` with every process group's member ranks parsed once, from the distinct ``pg_ranks`` texts."""
+    ids = np.unique(table["pg_ranks_id"])
+    texts = [table.strings[i] for i in ids.tolist() if 0 <= i < len(table.strings)]
+    return replace(info, group_ranks={t: parse_ranks(t) for t in texts if t})
 
 
 def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:

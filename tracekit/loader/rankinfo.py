@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..model.events import EventKind as K
 from ..model.events import EventTable
-from ..model.traceset import ProcessGroup, RankInfo
+from ..model.traceset import ProcessGroup, RankInfo, parse_ranks
 from .decode import Trace
 from .kinds import generation_of
 
@@ -50,7 +49,7 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
     for pg in (di.pg_config or []) if di is not None else []:
         pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
         name = pg.pg_name if pg.pg_name is not None else pg.uid
-        ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
+        ranks = pg.ranks if isinstance(pg.ranks, list) else list(parse_ranks(pg.ranks))
         groups.append(ProcessGroup("" if name is None else str(name), pg.pg_desc or "",
                                    tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
@@ -104,7 +103,4 @@ def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
     return ("rocm" if rocm else "cuda"), cats
 
 
-def _parse_ranks(text) -> list[int]:
-    if not isinstance(text, str):
-        return []
-    return [int(x) for x in re.findall(r"-?\d+", text) if len(x) <= 10 and 0 <= int(x) < 2**31]
+

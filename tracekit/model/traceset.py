@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -30,6 +31,14 @@ class ProcessGroup:
                    int(d.get("size", 0) or 0), str(d.get("backend", "")), str(d.get("dimension", "")))
 
 
+def parse_ranks(text: object) -> tuple[int, ...]:
+    """Member ranks written as text, the one parser for every spelling traces use: ``"[0, 1]"``, ``"(0,1)"``,
+    ``"0,1"``, ``"0 1"`` -> (0, 1). Only ranks in 0 .. 2**31 - 1 count; a non-string is no ranks."""
+    if not isinstance(text, str):
+        return ()
+    return tuple(int(x) for x in re.findall(r"-?\d+", text) if len(x) <= 10 and 0 <= int(x) < 2**31)
+
+
 @dataclass(frozen=True, slots=True)
 class RankInfo:
     """What one trace file says about its rank and its format."""
@@ -50,6 +59,14 @@ class RankInfo:
     truncated: bool = False  # the file was cut short and salvaged: events past the cut are lost
     last_complete_ns: int = -1  # when truncated: the time of the last event kept (the loader's time base)
     activities_whole: bool = False  # when truncated: the cut fell in the metadata written after every activity
+    # a process group's member ranks as the events' ``pg_ranks`` text names them ("[0, 1]", "0,1") -> the ranks;
+    # filled once by the loader (not part of the cache: derived from the table on every load)
+    group_ranks: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
+
+    def members(self, ranks_text: str) -> tuple[int, ...]:
+        """The member ranks the text names: the loader's parse; tables built by hand are parsed here."""
+        found = self.group_ranks.get(ranks_text)
+        return found if found is not None else parse_ranks(ranks_text)
 
     def to_dict(self) -> dict:
         return {
