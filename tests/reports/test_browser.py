@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import Browser
+from tests.helpers.report_fixtures import BOLD_NAME, TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
 from tracekit.reports import get_reporter
-
-from .browser import Browser
-from .fixtures import BOLD_NAME, TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 

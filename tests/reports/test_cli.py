@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers.report_fixtures import make_summary, make_timeline
 from tracekit.cli import cli
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import headline, rank_totals
-
-from .fixtures import make_summary, make_timeline
 
 SHARED = Path(__file__).resolve().parents[2].parent.parent / "shared" / "traces" / "kineto-gpu"
 LOCAL = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"

@@ -4,15 +4,10 @@ timeline bars are the analyzer's pieces, and on CPU the drawn step's compute + e
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_cross_rank_gloo import _worker
-
 from tests.helpers.net import free_port
+from tests.integration.test_cross_rank_gloo import _worker
 
 from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: F401
 
