@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.net import free_port
+from tests.helpers.report_page import ARTIFACTS, check_numbers, check_timeline, open_report
 from tests.integration.test_cross_rank_gloo import _worker
-
-from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +23,7 @@ def gloo_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_gloo_report_in_browser(browser, tmp_path, gloo_run):  # noqa: F811
+def test_gloo_report_in_browser(browser, tmp_path, gloo_run):
     summary, timeline = gloo_run.to_dict(), gloo_run.timeline()
     assert summary["run"]["device_type"] == "cpu" and [r["rank"] for r in summary["ranks"]] == [0, 1]
     assert summary["clock_offsets"] and summary["stragglers"] and summary["collectives"]

@@ -1,5 +1,5 @@
 """The optimised (streaming, piecewise) loader yields exactly the EventTable and RankInfo of the
-straightforward reference loader (reference_loader.py) on every fixture, for any piece size, gzip or not."""
+straightforward reference loader (tests/helpers/reference_loader.py) on every fixture, for any piece size, gzip or not."""
 
 import gzip
 import shutil
