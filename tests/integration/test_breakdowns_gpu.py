@@ -48,7 +48,24 @@ def read_raw(path: Path) -> dict:
         launch = launches.get(d["corr"])
         d["launch"] = launch
         d["in_steps"] = launch is not None and any(a <= launch[0] < b for a, b in wins)
-    return {"windows": wins, "device": device}
+    return {"windows": wins, "spans": device_spans(wins, device), "device": device}
+
+
+def device_spans(wins, device):
+    """The steps as the analysis measures them (docs/analyze.md): window start -> end of the last device activity
+    the step launched (at least the window end); a step whose device work begins only after the previous span
+    ends starts there."""
+    spans, prev_end = [], None
+    for a, b in wins:
+        mine = [d for d in device if d["launch"] is not None and a <= d["launch"][0] < b]
+        end = max([b] + [d["end"] for d in mine])
+        first = min((d["ts"] for d in mine), default=None)
+        start = a
+        if prev_end is not None and first is not None and first >= prev_end:
+            start = min(max(a, prev_end), end)
+        spans.append((start, end))
+        prev_end = end if prev_end is None else max(prev_end, end)
+    return spans
 
 
 def merge(intervals):
@@ -103,8 +120,8 @@ def test_idle_and_host_wait_time(case):
     busy = merge((d["ts"], d["end"]) for d in raw["device"])
     pending = [(d["launch"][1], d["ts"]) for d in raw["device"] if d["launch"] is not None]
     unknown_or_pending = merge([(x, y) for x, y in busy] + pending + unknown_gaps(raw["device"]))
-    idle = sum((b_ - a) - covered(busy, a, b_) for a, b_ in raw["windows"])
-    host = sum((b_ - a) - covered(unknown_or_pending, a, b_) for a, b_ in raw["windows"])
+    idle = sum((b_ - a) - covered(busy, a, b_) for a, b_ in raw["spans"])
+    host = sum((b_ - a) - covered(unknown_or_pending, a, b_) for a, b_ in raw["spans"])
     ib = b.to_dict()["idle_breakdown"]
     assert round(ib["idle_us"] * 1e3) == idle, name
     assert round(ib["host_wait_us"] * 1e3) == host, name

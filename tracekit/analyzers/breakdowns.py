@@ -34,6 +34,7 @@ class BreakdownOptions:
     delay_cutoff_ns: int = 100_000
     runtime_cutoff_ns: int = 50_000
     max_outliers: int = 20
+    window: str | None = None  # as analyze(window=...): an annotation whose instances are the steps
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -81,7 +82,7 @@ def rank_breakdowns(traces: TraceSet, rank: int, options: BreakdownOptions) -> R
     if info.device_type == "cpu":
         na = Unavailable(CPU_ONLY)
         return RankBreakdowns(rank, info.device_type, na, na, na, na)
-    sc = scope(traces.table(rank), options.steps)
+    sc = scope(traces.table(rank), options.steps, info, options.window)
     kernels, busy = kernel_breakdown(sc, rank, options.class_rules)
     idle = idle_breakdown(sc, rank, options.dependency_slack_ns, options.host_bound_share)
     launches = launch_stats(sc, rank, options.class_rules, options.delay_cutoff_ns, options.runtime_cutoff_ns,

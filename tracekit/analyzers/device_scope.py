@@ -1,9 +1,10 @@
 """What the single-rank breakdowns share: the step windows, the device activities a step range launched, and
 each activity's launch (the runtime call with the same correlation id).
 
-Windows and step membership follow overlap.py exactly (a ``ProfilerStep#N`` window; device work belongs to the
-step whose host call launched it; a trace without steps is one window, step -1), so the idle time here is the
-idle time of the overlap totals.
+Windows and step membership are overlap.py's own (the step plan of analyzers/steps.py: resolved ProfilerStep#N
+windows or ``window`` annotations measured over their device spans; device work belongs to the step whose host
+call launched it; a trace without steps is one window, step -1), so the idle time here is the idle time of the
+overlap totals.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.events import EventKind, EventTable
+from ..model.traceset import RankInfo
 
 ACTIVITY_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)
 BUSY_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET)  # overlap.py's busy time
@@ -43,10 +45,27 @@ def step_windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.array([-1]), np.array([int(table["ts_ns"].min())]), np.array([int(table.end_ns.max())])
 
 
-def scope(table: EventTable, steps: tuple[int, ...] | None = None) -> Scope:
-    """The windows of ``steps`` (all when None) and the device activities launched in them."""
+def scope(table: EventTable, steps: tuple[int, ...] | None = None, info: RankInfo | None = None,
+          window: str | None = None) -> Scope:
+    """The windows of ``steps`` (all when None) and the device activities launched in them. With ``info``, the
+    windows are the analysis' step plan (device spans, nesting and duplicate rules, ``window`` annotations)."""
+    if info is not None:
+        from .overlap import restep
+        from .steps import plan_steps
+
+        plan = plan_steps(table, info, window)
+        if len(plan):
+            table = restep(table, plan)
+            ids, ws, we = plan.ids.astype(np.int64), plan.span_start, plan.end
+            has_steps = not (len(ids) == 1 and ids[0] == -1)
+            return _scoped(table, steps, ids, ws, we, has_steps)
     ids, ws, we = step_windows(table)
     has_steps = bool(table.mask_kind(EventKind.STEP).any())
+    return _scoped(table, steps, ids, ws, we, has_steps)
+
+
+def _scoped(table: EventTable, steps: tuple[int, ...] | None, ids: np.ndarray, ws: np.ndarray, we: np.ndarray,
+            has_steps: bool) -> Scope:
     if steps is not None and has_steps:
         keep = np.isin(ids, np.asarray(steps, dtype=np.int64))
         ids, ws, we = ids[keep], ws[keep], we[keep]

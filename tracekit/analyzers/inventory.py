@@ -43,7 +43,7 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
         comm = t.mask_kind(K.COMM)
         names = t.decode("name_id")[comm]
         by_rule: Counter = Counter()
-        uniq, counts = np.unique(names.astype(str), return_counts=True) if len(names) else ([], [])
+        uniq, counts = np.unique(names.astype(str), return_counts=True) if len(names) else (np.zeros(0, str), np.zeros(0, int))
         matched = rules.match(list(uniq))
         for _name, count, rule in zip(uniq, counts, matched):
             by_rule[rule.library if rule else "collective metadata"] += int(count)

@@ -17,11 +17,13 @@ from .run import Analysis, CommAnalyzer
 ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer())
 
 
-def analyze(traces: TraceSet, **options) -> Analysis:
+def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Analysis:
     """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``. Runs every analyzer of
     ``tracekit.analyzers.ANALYZERS``, each with the keyword options its ``Options`` dataclass declares. Activation
     memory is compared with the model when the run directory holds ``activation_r{rank}.json`` and ``run.json``
-    gives the model's dimensions (tracekit.analyzers.memory_run)."""
+    gives the model's dimensions (tracekit.analyzers.memory_run). ``critical_path=True`` adds the critical path
+    of each step over all ranks (tracekit.analyzers.critical_path; docs/whatif.md) as the summary's
+    ``critical_path`` section."""
     unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
     if unknown:
         raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
@@ -35,7 +37,12 @@ def analyze(traces: TraceSet, **options) -> Analysis:
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    return Analysis(analysed, comm, activation.comparison, results["breakdowns"])
+    paths = None
+    if critical_path:  # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
+        from .critical_path import critical_paths
+
+        paths = critical_paths(analysed, windows=options.get("window"), comm=results["comm"])
+    return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths)
 
 
 def _options(cls: type, options: dict) -> Any:

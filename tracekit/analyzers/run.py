@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -188,14 +188,20 @@ class Analysis:
     comm: CommResult
     activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
     breakdowns: Mapping[int, RankBreakdowns] | None = None  # rank -> kernels, busy partition, idle, launches
+    # critical_path.CriticalPaths (per step over all ranks) when analyze(critical_path=True); typed loosely because
+    # the critical path builds on this module's CommAnalyzer
+    critical: Any = None
 
     def to_dict(self) -> dict:
         from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
-        for r in out["ranks"] if self.breakdowns else ():  # beside each rank's totals (docs/breakdowns.md)
-            if r["rank"] in self.breakdowns:
-                r.update(self.breakdowns[r["rank"]].to_dict())
+        found = self.breakdowns or {}
+        for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
+            if r["rank"] in found:
+                r.update(found[r["rank"]].to_dict())
+        if self.critical is not None:
+            out["critical_path"] = self.critical.to_dict()
         if self.activation is not None:
             out["activation_memory"] = self.activation.to_dict()
         return out

@@ -133,7 +133,8 @@ def span_starts(starts: np.ndarray, ends: np.ndarray, first_device: np.ndarray) 
     out = starts.astype(np.int64).copy()
     if len(out) > 1:
         prev_end = np.maximum.accumulate(ends[:-1].astype(np.int64))
-        queued = first_device[1:] >= prev_end
+        queued = (first_device[1:] >= prev_end) & (first_device[1:] != np.iinfo(np.int64).max)  # no device work:
+        # the window stands
         out[1:] = np.where(queued, np.minimum(np.maximum(out[1:], prev_end), ends[1:]), out[1:])
     return out
 

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
-from ..errors import ConfigError
 from .common import build_load_options, load_options
 
 
 def analysis_options(f):
     """The loader options plus --dim-map, --no-align-clocks and --window."""
     f = window_option(f)
+    f = click.option("--critical-path", is_flag=True,
+                     help="Also find each step's critical path over all ranks (the summary's critical_path section; "
+                          "costs about as much as the analysis).")(f)
     f = click.option("--no-align-clocks", is_flag=True, help="Do not correct clock offsets between ranks.")(f)
     f = click.option("--dim-map", multiple=True, metavar="PATTERN=DIM",
                      help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).")(f)
@@ -29,18 +29,12 @@ def window_option(f):
 
 
 def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None,
-                         window: str | None = None, **load_kw):
+                         window: str | None = None, critical_path: bool = False, **load_kw):
     """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
     from ..loader.io import load
 
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
-    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window)
-
-
-def read_json(path: str, what: str) -> dict:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the {what} JSON ({exc})") from exc
+    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window,
+                   critical_path=critical_path)

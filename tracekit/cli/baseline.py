@@ -15,6 +15,7 @@ def baseline(path, output, window):
     """Write the summary of the run at PATH (trace directory or summary JSON) as a baseline."""
     from .. import gate
     from ..errors import EmptyWindowError
+    from ..reports.safe_text import printable
 
     summary = gate.load_summary(path, window)
     if not summary.has_data:
@@ -23,4 +24,5 @@ def baseline(path, output, window):
                                "hold nothing; record a complete run")
     gate.write_summary(summary, output)
     ident = ", ".join(f"{k} {v}" for k, v in summary.identity().items() if v not in (None, {}))
-    click.echo(f"baseline written to {output} ({ident or 'run identity not recorded'})")
+    # the identity comes from run.json (workload names are untrusted text), the path from the user: both escaped
+    click.echo(printable(f"baseline written to {output} ({ident or 'run identity not recorded'})"))

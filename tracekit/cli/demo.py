@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ..reports.safe_text import printable
+
 
 @click.command()
 @click.option("--out", "out_dir", default="out/demo", show_default=True, type=click.Path(file_okay=False))
@@ -40,5 +42,5 @@ def demo(out_dir, workload, tp, cp, steps, overlap):
     html = out / "report.html"
     done = write(summary, "html", html, timeline=analysis.timeline(), verdict=None)
     for note in done.notes:
-        click.echo(f"tracekit: note: {note}", err=True)
+        click.echo(printable(f"tracekit: note: {note}"), err=True)
     click.echo(f"\nsummary: {summary_path}\nreport:  {html} ({units.mib(done.size_bytes)}, opens offline)")

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..reports.safe_text import printable
 from ._analysis import analysis_options
 from .common import build_load_options
 
@@ -41,7 +42,7 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, **load_kw):
             doc["predicted_critical_path"] = _summary(after)
         click.echo(json.dumps(doc, indent=2))
         return
-    click.echo(_table(result, paths, after))
+    click.echo(printable(_table(result, paths, after), multiline=True))  # kernel and annotation names: trace text
 
 
 def _summary(paths) -> dict:

@@ -15,6 +15,7 @@ Global rank = (dp_index * cp + cp_index) * tp + tp_index. Groups are created on 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -60,7 +61,7 @@ class Groups:
     def get(self, axis: str) -> object:
         return getattr(self, axis)
 
-    def mine(self) -> list[tuple[str, object]]:
+    def mine(self) -> list[tuple[str, Any]]:
         return [(axis, g) for axis in AXES if (g := getattr(self, axis)) is not None]
 
 

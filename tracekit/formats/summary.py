@@ -198,6 +198,7 @@ class SummaryDoc(_Doc, kw_only=True):
     unrecognised_kernels: list[UnrecognisedKernel] = []
     warnings: list[str] = []
     activation_memory: dict[str, Any] | None | UnsetType = UNSET
+    critical_path: dict[str, Any] | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
     timeline: dict[str, Any] | None | UnsetType = UNSET
 
 

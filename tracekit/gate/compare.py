@@ -8,6 +8,7 @@ microsecond noise on tiny numbers is not a regression. Unlike runs raise Incompa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import IncomparableRunsError
 from ..formats import units
@@ -82,8 +83,9 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
                 opts: GateOptions) -> CheckResult | None:
     where = f"{spec_metric} (whole run)" if scope is None else f"{scope.label} {spec_metric}"
     name = spec_metric if scope is None else f"{scope.label}:{spec_metric}"
-    common = dict(kind="regression", name=name, metric=spec_metric, scope="" if scope is None else scope.label,
-                  baseline=b, current=c, limit=opts.max_regression)
+    common: dict[str, Any] = dict(kind="regression", name=name, metric=spec_metric,
+                                  scope="" if scope is None else scope.label, baseline=b, current=c,
+                                  limit=opts.max_regression)
     if b is None and c is None:
         return None
     if c is None:

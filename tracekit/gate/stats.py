@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,7 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def stat_over_ranks(per_rank: Mapping[object, Iterable[float | None]]) -> Stat | None:
+def stat_over_ranks(per_rank: Mapping[Any, Iterable[float | None]]) -> Stat | None:
     """Median over each rank's step values, then median of those medians; None values are skipped.
 
     Returns None when no rank has a value (the metric is not available in this run).

@@ -166,9 +166,8 @@ def decode(data: bytes | bytearray, path: str) -> tuple[Trace, list[str]]:
         try:
             trace = _decode(data, path, warnings)
         except _LoneSurrogates:
-            data, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
-            warnings.append(f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
-                            "character?) read as U+FFFD")
+            data, warning = mend_lone_surrogates(data, path)
+            warnings += [warning] if warning else []
             trace = _decode(data, path, warnings)
     except RecursionError:
         raise TraceFormatError(too_deep(path)) from None
@@ -185,6 +184,16 @@ class _LoneSurrogates(Exception):
 _NOT_BLANK = re.compile(rb"[^ \t\r\n]")
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
                              rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def mend_lone_surrogates(data: bytes | bytearray, path: str) -> tuple[bytes | bytearray, str | None]:
+    """``data`` with each lone UTF-16 surrogate escape (which msgspec refuses) written ``\\ufffd`` (as long, so no
+    offset moves), and the warning to give; ``data`` itself and ``None`` when there is none."""
+    mended, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
+    if not n:
+        return data, None
+    return mended, (f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
+                    "character?) read as U+FFFD")
 
 
 def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
@@ -273,8 +282,9 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
     return trace
 
 
-def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
-    """A trace cut short (killed process, full disk): keep every complete event before the cut."""
+def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
+    """A trace cut short (killed process, full disk): the document made of every complete event before the cut
+    (the bytes up to the last event that closes cleanly, then ``]}``), the same decoded, and the warning to give."""
     start = data.find(b'"traceEvents"')
     if start < 0:
         raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
@@ -283,7 +293,7 @@ def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnin
         cut = data.rfind(b"}", start, cut)
         if cut < 0:
             break
-        candidate = data[: cut + 1] + b"]}"
+        candidate = bytes(data[: cut + 1]) + b"]}"
         try:
             obj = _UNTYPED.decode(candidate)
         except msgspec.DecodeError:
@@ -291,12 +301,19 @@ def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnin
         events = obj.get("traceEvents") if isinstance(obj, dict) else None
         if not isinstance(events, list) or not events:
             break
-        warnings.append(f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost the rest "
-                        f"({len(data) - cut - 1} bytes); the process was probably killed during export")
-        trace = _lenient(obj, path, warnings)
-        trace.truncated = True
-        return trace
+        return candidate, obj, (f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
+                                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
+                                "export")
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
+
+
+def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
+    """A trace cut short (killed process, full disk): keep every complete event before the cut."""
+    _, obj, warning = salvaged_prefix(data, path, exc)
+    warnings.append(warning)
+    trace = _lenient(obj, path, warnings)
+    trace.truncated = True
+    return trace
 
 
 class _ExactEvent(msgspec.Struct):

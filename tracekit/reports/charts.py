@@ -7,6 +7,7 @@ page's script escapes them for plotly, and jinja's autoescape covers the reading
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..formats import units
 from .view import top_exposed
@@ -19,7 +20,7 @@ def _f(v) -> float:
 def by_dimension(summary: Mapping) -> dict:
     rows = summary.get("by_dimension") or []
     labels = [f"{r.get('dimension') or 'unknown'} · {r.get('op', '')}" for r in rows]
-    data = {"labels": labels, "hidden_us": [_f(r.get("hidden_comm_us")) for r in rows],
+    data: dict[str, Any] = {"labels": labels, "hidden_us": [_f(r.get("hidden_comm_us")) for r in rows],
             "exposed_us": [_f(r.get("exposed_comm_us")) for r in rows]}
     if not rows:
         return {**data, "reading": "No communication was found."}
@@ -39,7 +40,7 @@ def heatmap(summary: Mapping) -> dict:
     for i, r in enumerate(ranks):
         for s in r.get("steps", []):
             z[i][col[s["step"]]] = _f(s.get("exposed_comm_us"))
-    data = {"ranks": [r["rank"] for r in ranks], "steps": steps, "z": z}
+    data: dict[str, Any] = {"ranks": [r["rank"] for r in ranks], "steps": steps, "z": z}
     cells = [(v, i, j) for i, row in enumerate(z) for j, v in enumerate(row) if v is not None]
     if not cells:
         return {**data, "reading": "No steps were found."}
@@ -56,7 +57,7 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
     rows = [cols[i] for i in idx]
     labels = [f"#{k + 1} r{c.get('rank')} s{c.get('step')} {c.get('dimension') or '?'} {c.get('op', '')}"
               for k, c in enumerate(rows)]
-    data = {"labels": labels, "names": [str(c.get("name", "")) for c in rows],
+    data: dict[str, Any] = {"labels": labels, "names": [str(c.get("name", "")) for c in rows],
             "exposed_us": [_f(c.get("exposed_us")) for c in rows], "hidden_us": [_f(c.get("hidden_us")) for c in rows],
             "wait_us": [c.get("wait_us") for c in rows], "transfer_us": [c.get("transfer_us") for c in rows]}
     if not rows:
@@ -74,7 +75,8 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
 def stragglers(summary: Mapping) -> dict:
     rows = summary.get("stragglers") or []
     offs = summary.get("clock_offsets") or []
-    data = {"ranks": [r["rank"] for r in rows], "caused_wait_us": [_f(r.get("total_caused_wait_us")) for r in rows],
+    data: dict[str, Any] = {
+            "ranks": [r["rank"] for r in rows], "caused_wait_us": [_f(r.get("total_caused_wait_us")) for r in rows],
             "offset_ranks": [o["rank"] for o in offs], "offset_us": [_f(o.get("offset_us")) for o in offs],
             "spread_us": [_f(o.get("spread_us")) for o in offs], "offset_reading": ""}
     if rows:
@@ -94,7 +96,7 @@ def memory(summary: Mapping) -> dict | None:
     layers = (summary.get("activation_memory") or {}).get("layers") or []
     if not layers:
         return None
-    data = {"labels": [f"r{x.get('rank')} L{x.get('layer')}" for x in layers],
+    data: dict[str, Any] = {"labels": [f"r{x.get('rank')} L{x.get('layer')}" for x in layers],
             "measured_bytes": [x.get("measured_bytes") for x in layers],
             "model_bytes": [x.get("model_bytes") for x in layers]}
     pairs = [(x, _f(x.get("measured_bytes")) / _f(x.get("model_bytes")))

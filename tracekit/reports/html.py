@@ -66,7 +66,7 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
     if tl.source == "collectives":
         notes.append("timeline built from the summary's collectives only (no compute intervals were given): each "
                      "bar is one collective, coloured by its larger part (hidden or exposed)")
-    data = {"dims": charts.by_dimension(summary), "heatmap": charts.heatmap(summary),
+    data: dict[str, Any] = {"dims": charts.by_dimension(summary), "heatmap": charts.heatmap(summary),
             "top": charts.top_collectives(summary, TOP_COLLECTIVES), "stragglers": charts.stragglers(summary),
             "memory": charts.memory(summary), "timeline": tl.to_dict()}
     steps = sorted({r["step"] for r in tl.ranks if r.get("step") is not None})

@@ -9,10 +9,7 @@ from typing import IO, Any
 from ..formats import units
 from ..gate.result import CheckResult, GateReport
 from .base import StreamReporter
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+from .safe_text import markdown_text as _cell
 
 
 def _row(c: CheckResult) -> str:
@@ -25,15 +22,16 @@ def _row(c: CheckResult) -> str:
     else:
         limit = f"{c.op} {units.metric_value(c.metric, c.limit)}"
         change = ""
-    return "| " + " | ".join(_cell(x) for x in (status, c.kind, c.name, base, now, change, limit)) + " |"
+    # only the name is untrusted (a budget expression, a group name from a trace); the rest tracekit formatted
+    return "| " + " | ".join((status, _cell(c.kind), _cell(c.name), base, now, change, limit)) + " |"
 
 
 def render_markdown(report: GateReport) -> str:
     verdict = "✅ passed" if report.passed else "❌ failed"
     lines = [f"## tracekit check {verdict}", "",
              f"{len(report.checks) - len(report.failures)} of {len(report.checks)} checks passed"
-             f" — run `{_cell(report.current_source)}`"
-             + (f" against baseline `{_cell(report.baseline_source)}`" if report.baseline_source else "") + ".", ""]
+             f" — run {_cell(report.current_source)}"
+             + (f" against baseline {_cell(report.baseline_source)}" if report.baseline_source else "") + ".", ""]
     ident = ", ".join(f"{k}: {v}" for k, v in report.identity.items() if v not in (None, {}))
     if ident:
         lines += [f"Run: {_cell(ident)}", ""]

@@ -13,20 +13,24 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from ..errors import ConfigError, TraceFormatError
+from ..formats.core import read_bytes
 from .base import Output, Rendered, StreamReporter
 
 PROCESS_NAME = "tracekit"
 FIRST_PID = 0x7E5700  # far above real pids; moved up if taken
+_ENCODER = msgspec.json.Encoder()
+_UNTYPED = msgspec.json.Decoder(float_hook=float)
 
 
-def _free_pid(events: Sequence[Mapping]) -> int:
-    used = {e.get("pid") for e in events if isinstance(e, Mapping)}
+def _free_pid(used: Collection) -> int:
     pid = FIRST_PID
     while pid in used or str(pid) in used:
         pid += 1
@@ -51,13 +55,9 @@ def _meta(pid: int, tid: int, kind: str, value) -> dict:
     return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "ts": 0, "args": {"name" if "name" in kind else "sort_index": value}}
 
 
-def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]]],
-                   process_name: str = PROCESS_NAME) -> dict:
-    """A new trace dict: ``trace`` plus one thread per track (lane) of complete ('X') events."""
-    events = trace.get("traceEvents")
-    if not isinstance(events, list):
-        raise TraceFormatError("annotate: the trace has no traceEvents list; is it a Chrome/Kineto trace?")
-    pid = _free_pid(events)
+def added_events(pid: int, tracks: Mapping[str, Sequence[Sequence[float]]],
+                 process_name: str = PROCESS_NAME) -> list[dict]:
+    """The events of one new process ``pid``: one thread per track (lane) of complete ('X') events."""
     added = [_meta(pid, 0, "process_name", process_name), _meta(pid, 0, "process_sort_index", -1)]
     tid = 0
     for name, intervals in tracks.items():
@@ -67,19 +67,78 @@ def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]
             added += [_meta(pid, tid, "thread_name", label), _meta(pid, tid, "thread_sort_index", tid)]
             added += [{"ph": "X", "cat": "tracekit", "name": name, "pid": pid, "tid": tid, "ts": s, "dur": e - s,
                        "args": {"track": name}} for s, e in lane]
+    return added
+
+
+def _event_pids(events: Iterable) -> set:
+    return {e.get("pid") for e in events if isinstance(e, Mapping)}
+
+
+def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]]],
+                   process_name: str = PROCESS_NAME) -> dict:
+    """A new trace dict: ``trace`` plus one thread per track (lane) of complete ('X') events."""
+    events = trace.get("traceEvents")
+    if not isinstance(events, list):
+        raise TraceFormatError("annotate: the trace has no traceEvents list; is it a Chrome/Kineto trace?")
     out = dict(trace)
-    out["traceEvents"] = events + added
+    out["traceEvents"] = events + added_events(_free_pid(_event_pids(events)), tracks, process_name)
     return out
 
 
+_BLANK = frozenset(b" \t\r\n")
+
+
+def _array_inside(buf: memoryview) -> memoryview | None:
+    """The bytes between a JSON array's brackets (a view, no copy), ``None`` when ``buf`` is not an array."""
+    lo, hi = 0, len(buf)
+    while lo < hi and buf[lo] in _BLANK:
+        lo += 1
+    while hi > lo and buf[hi - 1] in _BLANK:
+        hi -= 1
+    if hi - lo < 2 or buf[lo] != ord("[") or buf[hi - 1] != ord("]"):
+        return None
+    lo, hi = lo + 1, hi - 1
+    while hi > lo and buf[hi - 1] in _BLANK:
+        hi -= 1
+    return buf[lo:hi]
+
+
+def annotated_parts(trace: Mapping[str, Any], tracks: Mapping[str, Sequence[Sequence[float]]],
+                    pids: Collection | None = None, process_name: str = PROCESS_NAME) -> list[bytes | memoryview]:
+    """The annotated trace as pieces of JSON bytes, in order. A member given as ``msgspec.Raw`` (see
+    ``loader.passthrough``) is written as its original bytes, and a raw ``traceEvents`` array keeps every event
+    byte for byte: only the added events are encoded, appended inside the array. ``pids``: the pids the
+    events use (the new process takes a free one)."""
+    events = trace.get("traceEvents")
+    if isinstance(events, list):
+        events, pids = _ENCODER.encode(events), _event_pids(events) if pids is None else pids
+    inside = _array_inside(memoryview(events)) if isinstance(events, (msgspec.Raw, bytes)) else None
+    if inside is None:
+        raise TraceFormatError("annotate: the trace has no traceEvents list; is it a Chrome/Kineto trace?")
+    added = added_events(_free_pid(pids or ()), tracks, process_name)
+    parts: list[bytes | memoryview] = [b"{"]
+    for i, (key, value) in enumerate(trace.items()):
+        head = (b"," if i else b"") + _ENCODER.encode(key) + b":"
+        if key != "traceEvents":
+            parts += [head, memoryview(value) if isinstance(value, msgspec.Raw) else _ENCODER.encode(value)]
+            continue
+        parts += [head + b"[", inside]
+        if added:
+            parts.append((b"," if len(inside) else b"") + b",".join(_ENCODER.encode(e) for e in added))
+        parts.append(b"]")
+    parts.append(b"}")
+    return parts
+
+
 def read_trace(path: Path | str) -> dict:
-    path = Path(path)
-    opener = gzip.open if path.name.endswith(".gz") else open
+    """The trace as plain objects (numbers beyond float range read as ±inf), for callers that edit it; `tracekit
+    annotate` reads through ``loader.passthrough`` instead, which keeps the bytes."""
+    data = read_bytes(path, error=TraceFormatError, max_bytes=8 * 1024**3)
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            trace = json.load(f)
-    except (OSError, ValueError, EOFError) as exc:
-        raise TraceFormatError(f"{path}: cannot read as Chrome trace JSON ({exc}); pass a .json or .json.gz trace") from exc
+        trace = _UNTYPED.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise TraceFormatError(f"{path}: cannot read as Chrome trace JSON ({exc}); pass a .json or .json.gz trace"
+                               ) from None
     if not isinstance(trace, dict):
         raise TraceFormatError(f"{path}: top level is not an object; pass a Kineto/Chrome trace")
     return trace
@@ -87,10 +146,12 @@ def read_trace(path: Path | str) -> dict:
 
 @dataclass(frozen=True, slots=True)
 class TraceAnnotation:
-    """A rank's original trace and the tracks to add to it (track name -> [[start_us, end_us], ...])."""
+    """A rank's original trace and the tracks to add to it (track name -> [[start_us, end_us], ...]). ``trace``'s
+    members may be ``msgspec.Raw`` (written back as they are); ``pids``: the pids its events use, when known."""
 
     trace: Mapping[str, Any]
     tracks: Mapping[str, Sequence[Sequence[float]]]
+    pids: Collection | None = None
 
 
 class PerfettoReporter(StreamReporter):
@@ -103,8 +164,7 @@ class PerfettoReporter(StreamReporter):
     document = TraceAnnotation
 
     def write(self, doc: Any, stream: IO[Any], *, compress: bool = False, **_: Any) -> tuple[str, ...]:
-        data = json.dumps(annotate_trace(doc.trace, doc.tracks), separators=(",", ":"), allow_nan=False)
-        _write_json(data, stream, compress)
+        _write_bytes(annotated_parts(doc.trace, doc.tracks, doc.pids), stream, compress)
         return ()
 
     def render(self, doc: Any, out: Output, **options: Any) -> Rendered:
@@ -113,12 +173,14 @@ class PerfettoReporter(StreamReporter):
         return StreamReporter.render(self, doc, out, **options)
 
 
-def _write_json(text: str, stream: IO[bytes], compress: bool) -> None:
+def _write_bytes(parts: Iterable[bytes | memoryview], stream: IO[bytes], compress: bool) -> None:
     if compress:
         with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6) as f:
-            f.write(text.encode("utf-8"))
+            for part in parts:
+                f.write(part)
     else:
-        stream.write(text.encode("utf-8"))
+        for part in parts:
+            stream.write(part)
 
 
 def write_trace(trace: Mapping, out: Path | str) -> Path:
@@ -126,7 +188,8 @@ def write_trace(trace: Mapping, out: Path | str) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as f:
-        _write_json(json.dumps(trace, separators=(",", ":"), allow_nan=False), f, out.name.endswith(".gz"))
+        text = json.dumps(trace, separators=(",", ":"), allow_nan=False)
+        _write_bytes((text.encode("utf-8"),), f, out.name.endswith(".gz"))
     return out
 
 
