@@ -1,17 +1,7 @@
-import os
-import pathlib
-
 import pytest
-
-DATA = pathlib.Path(__file__).parent / "data"
-GPU = DATA / "kineto-gpu"
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     """Each test gets its own Parquet cache directory: no test sees another's cache."""
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def gpu_trace(name: str) -> str:
-    return os.fspath(GPU / name)

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from tracefile import comm_by_step, read
 
+from tests.helpers.tracefile import comm_by_step, read
 from tracekit.cli import cli
 from tracekit.collectors.manifest import read as read_manifest
 

@@ -10,12 +10,12 @@ import subprocess
 import sys
 import textwrap
 
-import fault_ranks
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 import tracekit
+from tests.helpers import fault_ranks
 from tests.helpers.net import free_port
 from tracekit.collectors.workloads.runner import spawn_ranks
 from tracekit.errors import TracekitError

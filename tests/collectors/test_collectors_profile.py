@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 
 import torch
-from tracefile import read
 
 import tracekit
+from tests.helpers.tracefile import read
 from tracekit.collectors.manifest import read as read_manifest
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tracefile import comm_by_step, gloo_spans, read
 
+from tests.helpers.tracefile import comm_by_step, gloo_spans, read
 from tracekit.collectors.manifest import read as read_manifest
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch

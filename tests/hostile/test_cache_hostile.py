@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.hostile.build import assert_ok, commands, figures, intact_doc, run_inproc, write
+from tests.helpers.hostile import assert_ok, commands, figures, intact_doc, run_inproc, write
 from tracekit.loader import io
 from tracekit.loader.cache import cache_path
 from tracekit.loader.io import LoadOptions, load_file

@@ -16,8 +16,8 @@ import socket
 
 import pytest
 
-from tests.conftest import gpu_trace
-from tests.hostile.build import (
+from tests.helpers.data import gpu_trace
+from tests.helpers.hostile import (
     assert_ok,
     assert_refused,
     commands,

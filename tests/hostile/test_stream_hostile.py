@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from tests.hostile.build import intact_doc, write
+from tests.helpers.hostile import intact_doc, write
 from tracekit.errors import InputLimitError
 from tracekit.loader.files import RunGuard
 from tracekit.loader.io import LoadOptions, load_file

@@ -4,7 +4,7 @@ serial load: same ranks, same RankInfo, every column equal."""
 import numpy as np
 import pytest
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.loader.io import LoadOptions, load
 from tracekit.model.events import COLUMNS
 

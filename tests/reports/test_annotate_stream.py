@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import msgspec
@@ -155,10 +154,8 @@ def test_bad_tracks_file_is_one_line(tmp_path, text):
 def gloo_trace(tmp_path_factory) -> Path:
     import torch.multiprocessing as mp
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-    from test_cross_rank_gloo import _worker
-
     from tests.helpers.net import free_port
+    from tests.integration.test_cross_rank_gloo import _worker
 
     out = tmp_path_factory.mktemp("gloo-annotate")
     mp.start_processes(_worker, args=(free_port(), str(out)), nprocs=2, start_method="spawn")

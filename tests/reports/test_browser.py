@@ -3,79 +3,8 @@ hostile kernel names shown as text and never run. Screenshots go to artifacts/ (
 
 from __future__ import annotations
 
-import functools
-import math
-from pathlib import Path
-
-import pytest
-
-from tracekit.reports import get_reporter
-
-from .browser import Browser
-from .fixtures import BOLD_NAME, TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-
-# Every displayed number, read back from the DOM.
-SHOWN = """JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(
-  e => [e.dataset.key, e.dataset.value, e.textContent]))"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        b = Browser()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    yield b
-    b.close()
-
-
-def summary_value(summary: dict, key: str):
-    """The value a data-key names, found by walking the summary (headline figures computed here instead)."""
-    if key.startswith("headline."):
-        ranks = summary["ranks"]
-        n = sum(len(r["steps"]) for r in ranks)
-        tot = lambda k: sum(st[k] for r in ranks for st in r["steps"])
-        return {"step_us": tot("wall_us") / n, "exposed_share": tot("exposed_comm_us") / tot("wall_us"),
-                "overlap_ratio": tot("hidden_comm_us") / tot("comm_us"), "comm_us": tot("comm_us") / n}[key[9:]]
-    return functools.reduce(lambda d, k: d[int(k)] if isinstance(d, list) else d[k], key.split("."), summary)
-
-
-def check_numbers(page, summary: dict) -> int:
-    import json
-    shown = json.loads(page.eval(SHOWN))
-    assert shown, "no numbers on the page"
-    for key, value, text in shown:
-        want = summary_value(summary, key)
-        if want is None:
-            assert value == "null" and text == "—", key
-        else:
-            assert math.isclose(float(value), want, rel_tol=1e-9, abs_tol=1e-9), (key, value, want)
-            assert text.strip() and text != "—", key
-    return len(shown)
-
-
-def check_timeline(page, timeline: dict) -> None:
-    """The bars plotly drew (its data on the chart's div) add up, per rank and category, to the record's pieces."""
-    import json
-    drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-timeline').data.map(
-      t => [t.name, t.y, t.x]))"""))
-    names = {"compute": "compute", "hidden": "hidden comm", "exposed": "exposed comm"}
-    for r in timeline["ranks"]:
-        for cat, name in names.items():
-            want = sum(e - s for s, e, c in r["intervals"] if c == cat)
-            (trace,) = [t for t in drawn if t[0] == name]
-            lane = f"r{r['rank']} compute" if cat == "compute" else f"r{r['rank']} comm"
-            got = sum(x for y, x in zip(trace[1], trace[2]) if y == lane)
-            assert got == pytest.approx(want, abs=1e-3 * (1 + len(r["intervals"]))), (r["rank"], cat)
-    assert sum(len(t[2]) for t in drawn) == sum(len(r["intervals"]) for r in timeline["ranks"])
-
-
-def open_report(browser, tmp_path, summary, name, **opts):
-    out = get_reporter("html").render(summary, tmp_path / f"{name}.html", **opts)
-    page = browser.load(out.path)
-    return out, page
+from tests.helpers.report_fixtures import BOLD_NAME, TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
+from tests.helpers.report_page import ARTIFACTS, check_numbers, check_timeline, open_report
 
 
 def test_hostile_names_show_as_text_and_numbers_match(browser, tmp_path):
@@ -119,9 +48,8 @@ def test_64_rank_report_is_small_and_says_it_downsampled(browser, tmp_path):
 
 def test_report_from_real_trace_in_browser(browser, tmp_path):
     """A real GPU trace through loader + analyzer, checked in the browser with the analyzer's timeline."""
+    from tests.helpers.data import real_trace
     from tracekit.cli._analysis import analysis_from_traces
-
-    from .test_cli import real_trace
 
     result = analysis_from_traces([str(real_trace("allreduce-broadcast-2rank-rank0"))], no_cache=True,
                                   executor="serial")

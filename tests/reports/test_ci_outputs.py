@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from tests.unit.gate.builders import tp_run
+from tests.helpers.summaries import tp_run
 from tracekit.cli import cli
 from tracekit.gate.result import CheckResult, GateReport
 from tracekit.reports.junit import write_junit

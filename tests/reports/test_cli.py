@@ -6,19 +6,16 @@ import gzip
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers.data import GPU, real_trace
+from tests.helpers.report_fixtures import make_summary, make_timeline
+from tests.helpers.report_page import summary_value
 from tracekit.cli import cli
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import headline, rank_totals
-
-from .fixtures import make_summary, make_timeline
-
-SHARED = Path(__file__).resolve().parents[2].parent.parent / "shared" / "traces" / "kineto-gpu"
-LOCAL = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
 
 
 def test_report_from_summary_says_it_downsampled(tmp_path):
@@ -43,7 +40,7 @@ def test_report_usage_errors(tmp_path):
 def test_annotate_with_tracks_file(tmp_path):
     tracks = {"exposed comm": [[10.0, 20.0], [30.0, 35.5]], "comm dp": [[10.0, 40.0]]}
     (tmp_path / "tracks.json").write_text(json.dumps(tracks))
-    src = LOCAL / "rocm-mi250-minitoy.json.gz"
+    src = GPU / "rocm-mi250-minitoy.json.gz"
     res = CliRunner().invoke(cli, ["annotate", str(src), "--tracks", str(tmp_path / "tracks.json"),
                                    "-o", str(tmp_path / "a.json.gz")])
     assert res.exit_code == 0, res.output
@@ -65,12 +62,6 @@ def test_terminal_shows_the_same_figures_as_the_html(tmp_path):
     assert "<script>document.title=" in text  # shown literally, rich markup escaped
 
 
-def real_trace(name: str) -> Path:
-    """A real GPU trace from tests/data/kineto-gpu (or ../shared/traces when present)."""
-    (path,) = [p for p in (SHARED if SHARED.is_dir() else LOCAL).glob("*.json.gz") if p.name.startswith(name)]
-    return path
-
-
 FAST = ["--executor", "serial"]  # the Parquet cache (per test, conftest) makes the 2nd-4th loads cheap
 SHOWN = re.compile(r'data-key="([^"]+)" data-value="([^"]*)"')
 
@@ -78,7 +69,6 @@ SHOWN = re.compile(r'data-key="([^"]+)" data-value="([^"]*)"')
 @pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0", "pp-sendrecv-128rank-rank0",
                                   "ddp-allreduce-2rank-rank1-oldformat"])
 def test_report_and_annotate_from_real_gpu_trace(tmp_path, name):
-    from .test_browser import summary_value
 
     path = real_trace(name)
     res = CliRunner().invoke(cli, ["analyze", *FAST, "--format", "json", "--out", str(tmp_path / "s.json"), str(path)])

@@ -4,17 +4,11 @@ timeline bars are the analyzer's pieces, and on CPU the drawn step's compute + e
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_cross_rank_gloo import _worker
-
 from tests.helpers.net import free_port
-
-from .test_browser import ARTIFACTS, browser, check_numbers, check_timeline, open_report  # noqa: F401
+from tests.helpers.report_page import ARTIFACTS, check_numbers, check_timeline, open_report
+from tests.integration.test_cross_rank_gloo import _worker
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +23,7 @@ def gloo_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_gloo_report_in_browser(browser, tmp_path, gloo_run):  # noqa: F811
+def test_gloo_report_in_browser(browser, tmp_path, gloo_run):
     summary, timeline = gloo_run.to_dict(), gloo_run.timeline()
     assert summary["run"]["device_type"] == "cpu" and [r["rank"] for r in summary["ranks"]] == [0, 1]
     assert summary["clock_offsets"] and summary["stragglers"] and summary["collectives"]

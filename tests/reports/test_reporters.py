@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
+from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.inventory import Inventory
@@ -26,8 +27,6 @@ from tracekit.reports import REPORTERS, get_reporter
 from tracekit.reports.junit import write_junit
 from tracekit.reports.perfetto import TraceAnnotation
 from tracekit.reports.workload import WorkloadDigest
-
-from .fixtures import make_summary
 
 
 def _summary() -> dict:

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers.report_fixtures import make_summary
 from tracekit.cli import cli
 from tracekit.reports.terminal import render_text
-
-from .fixtures import make_summary
 
 TRACE = str(Path(__file__).resolve().parents[1] / "data" / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz")
 UNITS = {"µs": 1.0, "ms": 1e3, "s": 1e6, "%": 0.01, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB/s": 1.0}

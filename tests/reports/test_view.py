@@ -10,13 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.report_fixtures import TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
 from tracekit.errors import ConfigError
 from tracekit.reports import get_reporter
 from tracekit.reports.html import json_for_script
 from tracekit.reports.timeline_drawing import _merge, merge_gap, prepare
 from tracekit.reports.view import headline
-
-from .fixtures import TEMPLATE_KERNEL, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
 
 
 def test_headline_pools_rank_totals():

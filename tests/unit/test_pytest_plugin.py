@@ -7,11 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers.summaries import step_row, summary, tp_run
 from tracekit.errors import ConfigError
 from tracekit.gate.metrics import RunMetrics
 from tracekit.pytest_plugin import budgets_from_marker, overlap_failures
-
-from .gate.builders import step_row, summary, tp_run
 
 # Installed (make test), the pytest11 entry point loads the plugin already; naming it again with -p would
 # register it twice. From a bare checkout (PYTHONPATH) it must be named.

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from analyzer_tables import ev, table, traceset
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers.breakdowns import BreakdownOptions, breakdowns
 from tracekit.analyzers.device_scope import scope
 from tracekit.analyzers.idle import idle_breakdown

@@ -1,9 +1,9 @@
 """Property tests: the vectorised busy partition and idle split agree with a brute force over every ns."""
 
-from analyzer_tables import ev, table
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.tables import ev, table
 from tracekit.analyzers.device_scope import scope
 from tracekit.analyzers.idle import idle_breakdown
 from tracekit.analyzers.kernels import PARTS, busy_partition

@@ -9,9 +9,9 @@ import shutil
 
 import numpy as np
 import pytest
-from analyzer_tables import ev, table, traceset
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
 from tracekit.loader.io import LoadOptions, load
 from tracekit.model.events import EventKind

@@ -3,8 +3,8 @@
 import math
 
 import pytest
-from analyzer_tables import ev, table, traceset
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
 from tracekit.analyzers.collectives import bus_factor
 

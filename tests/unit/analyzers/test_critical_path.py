@@ -1,8 +1,8 @@
 """Critical path and what-if replay on hand-built traces whose longest path is known by construction."""
 
 import pytest
-from analyzer_tables import ev, table, traceset
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
 from tracekit.analyzers.whatif import Spec, replay, whatif

@@ -1,8 +1,8 @@
 """Per rank/step/stream/instance overlap on hand-built tables whose answers are worked out by hand."""
 
 import pytest
-from analyzer_tables import ev, table, traceset
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import rank_overlap
 from tracekit.model.traceset import RankInfo

@@ -4,8 +4,8 @@ empty windows, --window annotations and a rank without a usable clock."""
 
 import numpy as np
 import pytest
-from analyzer_tables import ev, table, traceset
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import rank_overlap
 from tracekit.analyzers.steps import plan_steps
@@ -222,7 +222,7 @@ def test_a_real_trace_whose_profiler_started_after_some_launches(tmp_path):
     import gzip
     import json
 
-    from tests.conftest import gpu_trace
+    from tests.helpers.data import gpu_trace
     from tracekit.loader.io import LoadOptions, load
 
     doc = json.loads(gzip.open(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")).read())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import tracekit
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.formats.summary import as_dict, decode_summary
 
 

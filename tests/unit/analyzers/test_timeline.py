@@ -2,9 +2,9 @@
 by hand (the table of test_overlap: K = [0,70) [150,160) [210,250) [260,280); C = [30,90) [180,230))."""
 
 import pytest
-from analyzer_tables import ev, table
 from test_overlap import gpu_rows
 
+from tests.helpers.tables import ev, table
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import StepOverlap
 from tracekit.analyzers.timeline_record import TIMELINE_SCHEMA, representative_steps

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.cli import cli
 from tracekit.loader.io import LoadOptions, load

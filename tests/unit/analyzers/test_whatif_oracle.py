@@ -3,10 +3,10 @@ streams and synchronising, run once to make the 'measured' trace and again with 
 what-if on the measured trace must predict exactly what the simulator gives (same launch latency, same sync cost),
 and scaling down never predicts a longer step."""
 
-from analyzer_tables import ev, table, traceset
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import whatif as whatif_module
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph

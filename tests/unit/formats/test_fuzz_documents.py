@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.cli import cli
 
 EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 40))

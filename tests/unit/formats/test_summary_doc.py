@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import tracekit
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.formats import core
 from tracekit.formats.documents import read_timeline, read_verdict

@@ -1,10 +1,9 @@
 import pytest
 
+from tests.helpers.summaries import tp_run
 from tracekit.errors import ConfigError
 from tracekit.gate.budgets import parse_budget, parse_fraction
 from tracekit.gate.metrics import RunMetrics, Scope
-
-from .builders import tp_run
 
 
 @pytest.mark.parametrize("expr, scope, metric, op, limit", [

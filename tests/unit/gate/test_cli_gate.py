@@ -4,9 +4,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers.summaries import tp_run
 from tracekit.cli import cli
-
-from .builders import tp_run
 
 
 @pytest.fixture

@@ -1,11 +1,10 @@
 import pytest
 
+from tests.helpers.summaries import tp_run
 from tracekit.errors import IncomparableRunsError
 from tracekit.gate.budgets import parse_budget
 from tracekit.gate.compare import GateOptions, MetricSpec, compare, ensure_comparable, run_gate
 from tracekit.gate.metrics import RunMetrics, Scope
-
-from .builders import tp_run
 
 
 def _by_name(checks):

@@ -2,11 +2,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers.summaries import tp_run
 from tracekit.gate.diff import diff, explain
 from tracekit.gate.metrics import RunMetrics
 from tracekit.reports.diff_text import render_text
-
-from .builders import tp_run
 
 
 def _side(comm, exposed, wait=None, transfer=None, bytes=1000):

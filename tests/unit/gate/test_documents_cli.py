@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpu_trace
-
-from .builders import tp_run
+from tests.helpers.data import gpu_trace
+from tests.helpers.summaries import tp_run
 
 TRACE = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
 

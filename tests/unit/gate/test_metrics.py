@@ -1,9 +1,8 @@
 import pytest
 
+from tests.helpers.summaries import coll, step_row, summary, tp_run
 from tracekit.errors import SummaryFormatError
 from tracekit.gate.metrics import RunMetrics, Scope
-
-from .builders import coll, step_row, summary, tp_run
 
 
 def test_rejects_other_documents():

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from tests.unit.gate.builders import coll, step_row, summary, tp_run
+from tests.helpers.summaries import coll, step_row, summary, tp_run
 from tracekit import gate
 from tracekit.cli import cli
 

@@ -1,12 +1,11 @@
 import xml.etree.ElementTree as ET
 
+from tests.helpers.summaries import tp_run
 from tracekit.gate.budgets import parse_budget
 from tracekit.gate.compare import GateOptions, run_gate
 from tracekit.gate.metrics import RunMetrics
 from tracekit.reports.junit import write_junit
 from tracekit.reports.markdown import render_markdown
-
-from .builders import tp_run
 
 
 def _report():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, MissingRankError, TraceFormatError
 from tracekit.loader.io import LoadOptions, load, load_file

@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.errors import TracekitError
 from tracekit.loader.io import LoadOptions, load

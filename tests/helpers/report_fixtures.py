@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import random
 
+from tests.helpers.summaries import step_row
+
 XSS_SCRIPT = "<script>document.title='pwned';window.__tk_pwned=1</script>"
 XSS_IMG = "<img src=x onerror=\"window.__tk_pwned=2;document.title='pwned'\">"
 TEMPLATE_KERNEL = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<Foo&>(bar)::{lambda()#1}>"
 BOLD_NAME = "gloo:<b>bold</b><br>&amp;"
 OPS = (("tp", "all_gather"), ("tp", "reduce_scatter"), ("cp", "all_to_all"), ("dp", "all_reduce"))
-
-
-def step_row(step: int, wall: float, compute: float, comm: float, hidden: float) -> dict:
-    exposed = comm - hidden
-    return {"step": step, "wall_us": wall, "compute_us": compute, "comm_us": comm, "hidden_comm_us": hidden,
-            "exposed_comm_us": exposed, "overlap_ratio": hidden / comm if comm else 0.0,
-            "idle_us": wall - compute - exposed, "memcpy_us": 0.0, "memset_us": 0.0, "multi_stream_comm_us": 0.0}
 
 
 def make_summary(n_ranks: int = 4, n_steps: int = 3, per_step: int = 4, seed: int = 0, hostile: bool = True) -> dict:
@@ -42,7 +37,9 @@ def make_summary(n_ranks: int = 4, n_steps: int = 3, per_step: int = 4, seed: in
                     "transfer_us": round(dur - hidden - wait, 3), "algbw_gbps": 1.5, "busbw_gbps": 2.25})
                 comm_sum += dur
                 hidden_sum += hidden
-            steps.append(step_row(s, 9000.0 + 100 * r + 10 * s, 6000.0 + r, comm_sum, hidden_sum))
+            wall, compute = 9000.0 + 100 * r + 10 * s, 6000.0 + r
+            steps.append(step_row(s, wall, comm_sum, hidden_comm_us=hidden_sum, compute_us=compute,
+                                  idle_us=wall - compute - (comm_sum - hidden_sum)))
         totals = {k: sum(st[k] for st in steps) for k in steps[0] if k != "step"}
         totals["overlap_ratio"] = totals["hidden_comm_us"] / totals["comm_us"]
         ranks.append({"rank": r, "steps": steps, "totals": totals})

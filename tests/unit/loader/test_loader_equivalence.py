@@ -1,5 +1,5 @@
 """The optimised (streaming, piecewise) loader yields exactly the EventTable and RankInfo of the
-straightforward reference loader (reference_loader.py) on every fixture, for any piece size, gzip or not."""
+straightforward reference loader (tests/helpers/reference_loader.py) on every fixture, for any piece size, gzip or not."""
 
 import gzip
 import shutil
@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import GPU
-from tests.unit.model.reference_loader import reference_load
+from tests.helpers.data import GPU
+from tests.helpers.reference_loader import reference_load
 from tracekit.loader import stream as decode
 from tracekit.loader.io import LoadOptions, _load_streaming, load_file
 from tracekit.model.events import COLUMNS

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, TraceFormatError
 from tracekit.loader.io import LoadOptions, load_file

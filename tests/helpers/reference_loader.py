@@ -1,6 +1,6 @@
 """The loader as it was before the performance work (commit 2a1715b): decode the whole file into structs,
 then build every column from the full event list. Kept as the straightforward reference the optimised,
-streaming loader must match bit for bit (tests/unit/model/test_loader_equivalence.py)."""
+streaming loader must match bit for bit (tests/unit/loader/test_loader_equivalence.py)."""
 # ruff: noqa
 from __future__ import annotations
 

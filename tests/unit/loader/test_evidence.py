@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tests.unit.model.test_generations import LAUNCH, STEP, kernel, load, trace, write
+from tests.helpers.kineto import LAUNCH, STEP, kernel, load, trace, write
 from tracekit.loader.classify import RuleSet
 from tracekit.loader.io import LoadOptions
 from tracekit.model.events import EventKind as K

@@ -9,7 +9,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from tests.conftest import gpu_trace
+from tests.helpers.data import gpu_trace
 from tracekit.loader.io import LoadOptions, load, load_file
 from tracekit.model.events import EventKind as K
 

@@ -8,12 +8,21 @@ STEP_KEYS = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm
              "memcpy_us", "memset_us", "multi_stream_comm_us")
 
 
-def step_row(step: int, wall_us: float = 1000.0, comm_us: float = 0.0, exposed_comm_us: float = 0.0,
-             **extra) -> dict:
-    row = {k: 0.0 for k in STEP_KEYS}
-    hidden = comm_us - exposed_comm_us
-    row.update(step=step, wall_us=wall_us, comm_us=comm_us, exposed_comm_us=exposed_comm_us,
-               hidden_comm_us=hidden, overlap_ratio=hidden / comm_us if comm_us else 0.0)
+def step_row(step: int, wall_us: float = 1000.0, comm_us: float = 0.0, exposed_comm_us: float | None = None, *,
+             hidden_comm_us: float | None = None, **extra) -> dict:
+    """One row of a rank's ``steps`` (the gate's and the reporters' tests share it). Give the exposed or the hidden
+    part of ``comm_us``, the other is the rest (neither: 0 exposed); every other STEP_KEYS column is 0 unless
+    passed in ``extra``."""
+    if hidden_comm_us is None:
+        exposed_comm_us = 0.0 if exposed_comm_us is None else exposed_comm_us
+        hidden_comm_us = comm_us - exposed_comm_us
+    elif exposed_comm_us is None:
+        exposed_comm_us = comm_us - hidden_comm_us
+    else:
+        raise ValueError("give exposed_comm_us or hidden_comm_us, not both")
+    row = {"step": step, **{k: 0.0 for k in STEP_KEYS}}
+    row.update(wall_us=wall_us, comm_us=comm_us, exposed_comm_us=exposed_comm_us, hidden_comm_us=hidden_comm_us,
+               overlap_ratio=hidden_comm_us / comm_us if comm_us else 0.0)
     row.update(extra)
     return row
 

@@ -1,0 +1,65 @@
+"""Checks of an HTML report opened in headless Chromium (tests.helpers.browser): every number shown equals the
+summary, the timeline bars add up to the record's pieces. Screenshots go to artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import pytest
+
+from tracekit.reports import get_reporter
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+# Every displayed number, read back from the DOM.
+SHOWN = """JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(
+  e => [e.dataset.key, e.dataset.value, e.textContent]))"""
+
+
+def summary_value(summary: dict, key: str):
+    """The value a data-key names, found by walking the summary (headline figures computed here instead)."""
+    if key.startswith("headline."):
+        ranks = summary["ranks"]
+        n = sum(len(r["steps"]) for r in ranks)
+        tot = lambda k: sum(st[k] for r in ranks for st in r["steps"])
+        return {"step_us": tot("wall_us") / n, "exposed_share": tot("exposed_comm_us") / tot("wall_us"),
+                "overlap_ratio": tot("hidden_comm_us") / tot("comm_us"), "comm_us": tot("comm_us") / n}[key[9:]]
+    return functools.reduce(lambda d, k: d[int(k)] if isinstance(d, list) else d[k], key.split("."), summary)
+
+
+def check_numbers(page, summary: dict) -> int:
+    import json
+    shown = json.loads(page.eval(SHOWN))
+    assert shown, "no numbers on the page"
+    for key, value, text in shown:
+        want = summary_value(summary, key)
+        if want is None:
+            assert value == "null" and text == "—", key
+        else:
+            assert math.isclose(float(value), want, rel_tol=1e-9, abs_tol=1e-9), (key, value, want)
+            assert text.strip() and text != "—", key
+    return len(shown)
+
+
+def check_timeline(page, timeline: dict) -> None:
+    """The bars plotly drew (its data on the chart's div) add up, per rank and category, to the record's pieces."""
+    import json
+    drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-timeline').data.map(
+      t => [t.name, t.y, t.x]))"""))
+    names = {"compute": "compute", "hidden": "hidden comm", "exposed": "exposed comm"}
+    for r in timeline["ranks"]:
+        for cat, name in names.items():
+            want = sum(e - s for s, e, c in r["intervals"] if c == cat)
+            (trace,) = [t for t in drawn if t[0] == name]
+            lane = f"r{r['rank']} compute" if cat == "compute" else f"r{r['rank']} comm"
+            got = sum(x for y, x in zip(trace[1], trace[2]) if y == lane)
+            assert got == pytest.approx(want, abs=1e-3 * (1 + len(r["intervals"]))), (r["rank"], cat)
+    assert sum(len(t[2]) for t in drawn) == sum(len(r["intervals"]) for r in timeline["ranks"])
+
+
+def open_report(browser, tmp_path, summary, name, **opts):
+    out = get_reporter("html").render(summary, tmp_path / f"{name}.html", **opts)
+    page = browser.load(out.path)
+    return out, page
