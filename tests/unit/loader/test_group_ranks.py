@@ -8,9 +8,8 @@ import json
 import pytest
 
 import tracekit
-from tracekit.model.traceset import RankInfo, parse_ranks
-
 from tests.helpers.data import gpu_trace
+from tracekit.model.traceset import RankInfo, parse_ranks
 
 
 @pytest.mark.parametrize("text,ranks", [("[0, 1]", (0, 1)), ("(0,1)", (0, 1)), ("0,1,2", (0, 1, 2)), ("0 1", (0, 1)),
