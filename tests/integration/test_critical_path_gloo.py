@@ -61,6 +61,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                     work.wait()
                 _busy(0.001)
             prof.step()
+    dist.barrier()  # no rank tears gloo down while its peer's last collective is in flight
     dist.destroy_process_group()
 
 

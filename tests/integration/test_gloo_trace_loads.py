@@ -37,6 +37,7 @@ def _worker(rank, port, out):
             with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=step, is_wait=True).format()):
                 work.wait()
             prof.step()
+    dist.barrier()  # no rank tears gloo down while its peer's last collective is in flight
     dist.destroy_process_group()
 
 

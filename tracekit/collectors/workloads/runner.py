@@ -134,6 +134,7 @@ def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     try:
         for i, (cfg, out_dir) in enumerate(jobs):
             queue.put(dict(train(cfg, out_dir, profiled, return_state, torch.device("cpu")), job=i))
+        dist.barrier()  # no rank tears gloo down while a peer's last collective is still in flight
     except BaseException:
         queue.put({"rank": rank, "error": traceback.format_exc()})
         raise
