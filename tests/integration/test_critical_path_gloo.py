@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.helpers.gloo import busy
 from tests.helpers.net import free_port
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
@@ -21,14 +22,6 @@ DELAY_S = 0.04
 LATE_STEP = 2
 STEPS = 3
 
-
-def _busy(seconds: float) -> None:
-    import torch
-
-    a = torch.randn(32, 32) / 8
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        a = torch.tanh(a @ a)
 
 
 def _worker(rank: int, port: int, out: str) -> None:
@@ -46,7 +39,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         for step in range(STEPS + 1):
-            _busy(0.004)
+            busy(0.004)
             with record_function("data_loader"):
                 if rank == 1 and step == LATE_STEP:
                     time.sleep(DELAY_S)
@@ -59,7 +52,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                     work = dist.all_reduce(x, async_op=True)
                 with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
                     work.wait()
-                _busy(0.001)
+                busy(0.001)
             prof.step()
     dist.barrier()  # no rank tears gloo down while its peer's last collective is in flight
     dist.destroy_process_group()

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.helpers.gloo import busy
 from tests.helpers.net import free_port
 from tracekit.analyzers import analyze
 from tracekit.loader.io import LoadOptions, load
@@ -21,14 +22,6 @@ STEPS = 4
 PROBES = 4
 
 
-
-def _busy(seconds: float) -> None:
-    import torch
-
-    a = torch.randn(32, 32) / 8
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        a = torch.tanh(a @ a)
 
 
 def _worker(rank: int, port: int, out: str) -> None:
@@ -46,7 +39,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         for step in range(STEPS + 1):
-            _busy(0.005)
+            busy(0.005)
             if rank == 1 and step == LATE_STEP:
                 # the known delay: sleeping (not spinning) leaves the other core to rank 0, so on a 2-core
                 # machine rank 0's own arrival is not pushed back by the straggler it is waiting for
@@ -70,7 +63,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                     work = dist.all_reduce(x[:16], async_op=True)
                 with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
                     work.wait()
-            _busy(0.002)
+            busy(0.002)
             prof.step()
     dist.barrier()  # no rank tears gloo down while its peer's last collective is in flight
     dist.destroy_process_group()
