@@ -8,7 +8,6 @@ any of tp/cp/sp/cp_kind missing there from ``manifest["layout"]`` (tp, cp, seque
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -16,7 +15,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, TracekitError
-from ..model.activation import SCHEMA, ActivationMemoryResult, LayerActivation, StepActivation
+from ..formats.activation import read_activation
+from ..formats.manifest import NAME as MANIFEST
+from ..formats.manifest import read_manifest
+from ..model.activation import ActivationMemoryResult
 from ..model.dtypes import SHORT_BY_MANIFEST_NAME
 from ..model.layout import CpKind, LayoutError, ParallelLayout
 from ..model.traceset import TraceSet
@@ -45,23 +47,12 @@ def activation_files_in(dirs) -> list[str]:
 
 
 def read_result(path: str) -> ActivationMemoryResult:
-    """The per-layer part of a saved ActivationMemoryResult (modules and tensors are not needed here)."""
+    """The per-layer part of a saved ActivationMemoryResult (see :mod:`tracekit.formats.activation`); a
+    ValueError with one line when the file is not one."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if doc.get("schema") != SCHEMA:
-            raise ValueError(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
-        steps = tuple(StepActivation(int(s["step"]), int(s["saved_bytes"]), int(s.get("outside_layers_bytes", 0)),
-                                     tuple(LayerActivation(int(x["layer"]), str(x.get("name", "")),
-                                                           int(x["measured_bytes"])) for x in s["layers"]),
-                                     (), (), s.get("peak_bytes"), s.get("peak_over_start_bytes"))
-                      for s in doc["steps"])
-        if not steps:
-            raise ValueError("no steps")
-        rank = doc.get("rank")
-        return ActivationMemoryResult(None if rank is None else int(rank), steps, str(doc.get("peak_source", "")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not an activation-memory result ({exc})") from None
+        return read_activation(path)
+    except TracekitError as exc:
+        raise ValueError(f"not an activation-memory result: {exc}") from None
 
 
 def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
@@ -103,13 +94,16 @@ def activation_from_run(traces: TraceSet) -> tuple[ActivationComparison | None, 
 
 def activation_from_dir(run_dir) -> tuple[ActivationComparison | None, tuple[str, ...]]:
     """The same from a run directory alone (its ``run.json`` and ``activation_r*.json``), no traces loaded."""
-    path = os.path.join(run_dir, "run.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError):
-        manifest = {}
-    return compare_files(activation_files_in([run_dir]), manifest if isinstance(manifest, Mapping) else {})
+    path = os.path.join(run_dir, MANIFEST)
+    warnings: list[str] = []
+    manifest: Mapping = {}
+    if os.path.isfile(path):
+        try:
+            manifest, warnings = read_manifest(path)
+        except TracekitError as exc:
+            warnings = [f"activation memory: {exc}"]
+    comparison, more = compare_files(activation_files_in([run_dir]), manifest)
+    return comparison, (*warnings, *more)
 
 
 def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationComparison | None, tuple[str, ...]]:

@@ -13,7 +13,6 @@ Schema ``tracekit.run/1``::
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -24,10 +23,11 @@ from datetime import datetime, timezone
 import torch
 import torch.distributed as dist
 
+from ..formats.manifest import NAME as MANIFEST_NAME
+from ..formats.manifest import SCHEMA, encode, read_manifest
 from . import comm
 
-SCHEMA = "tracekit.run/1"
-MANIFEST_NAME = "run.json"
+__all__ = ["MANIFEST_NAME", "SCHEMA", "build", "discovered_groups", "read", "versions", "write"]
 
 
 def versions() -> dict:
@@ -84,11 +84,13 @@ def build(*, layout=None, groups: list[dict] | None = None, model: Mapping | Non
 
 
 def write(path: str | os.PathLike, manifest: Mapping) -> None:
-    """Write atomically (a reader never sees half a manifest)."""
+    """Write atomically (a reader never sees half a manifest), through the one encoder: keys sorted, NaN and
+    Infinity as null, and a known field of the wrong shape refused here rather than dropped by the reader."""
+    data = encode(dict(manifest))
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w") as f:
-            json.dump(manifest, f, indent=1, sort_keys=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):  # a full disk leaves no half-written temporary behind
@@ -97,5 +99,5 @@ def write(path: str | os.PathLike, manifest: Mapping) -> None:
 
 
 def read(path: str | os.PathLike) -> dict:
-    with open(path) as f:
-        return json.load(f)
+    """The manifest as the loader reads it (fields checked one by one; see :mod:`tracekit.formats.manifest`)."""
+    return read_manifest(path)[0]

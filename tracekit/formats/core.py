@@ -63,9 +63,9 @@ def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[Tra
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise error(f"{source}: not valid JSON ({_one_line(exc)}; NaN and Infinity are not JSON); {fix}") from None
+        raise error(f"{source}: not valid JSON ({one_line(exc)}; NaN and Infinity are not JSON); {fix}") from None
     except msgspec.ValidationError as exc:  # a number no float holds, such as 1e400
-        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
+        raise error(f"{source}: {one_line(exc)}; {fix}") from None
     except RecursionError:
         raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
     try:
@@ -74,7 +74,7 @@ def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[Tra
         found = raw.get("schema") if isinstance(raw, dict) else None
         if schema is not None and not schema_accepted(found, *schema):
             raise error(f"{source}: schema is {found!r}, expected {schema[0]}/{schema[1]!r}; {fix}") from None
-        raise error(f"{source}: {_one_line(exc)}; {fix}") from None
+        raise error(f"{source}: {one_line(exc)}; {fix}") from None
     except RecursionError:
         raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
 
@@ -137,10 +137,10 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int, limit_re
     return bytes(out)
 
 
-def dumps(obj: Any, indent: int | None = 1) -> str:
+def dumps(obj: Any, indent: int | None = 1, sort_keys: bool = False) -> str:
     """JSON text as ``json.dumps(obj, indent=indent)`` writes it, except that NaN and ±Infinity become ``null``
     (Python's json writes the tokens ``NaN``/``Infinity``, which no JSON parser accepts)."""
-    return json.dumps(_finite(obj), indent=indent, allow_nan=False)
+    return json.dumps(_finite(obj), indent=indent, allow_nan=False, sort_keys=sort_keys)
 
 
 def _finite(obj: Any) -> Any:
@@ -163,5 +163,24 @@ def to_builtins(obj: Any) -> Any:
     return msgspec.to_builtins(obj)
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: Exception) -> str:
+    """An exception's message on one line."""
     return " ".join(str(exc).split())
+
+
+def short_repr(value: Any) -> str:
+    """A value as a warning quotes it: scalars by repr (cut at 40 characters), containers by their type."""
+    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else f"a {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists/dicts more than ``limit`` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..formats import core
+from ..formats.core import short_repr as _short
 from .structs import DistInfo, PgConfig, Trace
 
 HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
@@ -25,24 +27,12 @@ def _int(v: Any) -> bool:
     return type(v) is int
 
 
-def _short(v: Any) -> str:
-    text = repr(v) if isinstance(v, (*_SCALARS, type(None))) else f"a {type(v).__name__}"
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 MAX_DEPTH = 64  # levels of arrays/objects in one header field; Kineto's go 3 deep
 
 
 def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when ``value`` nests lists/dicts more than ``limit`` levels (iterative: no recursion to exhaust)."""
-    stack = [(value, 0)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, dict)):
-            if d >= limit:
-                return True
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return False
+    """True when ``value`` nests lists/dicts more than ``limit`` levels."""
+    return core.deeper_than(value, limit)
 
 
 def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]]:

@@ -7,7 +7,6 @@ names. Ranks load in parallel on a local process pool (or a Dask cluster, see ``
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -16,6 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
+from ..formats.manifest import NAME as MANIFEST
+from ..formats.manifest import read_manifest
 from ..model.events import EventTable
 from ..model.layout import LayoutError, ParallelLayout
 from ..model.traceset import RankInfo, RunMetadata, TraceSet, parse_ranks
@@ -36,13 +37,10 @@ from .decode import (
     too_deep,
 )
 from .executors import map_files
-from .files import check_env, read_limited
-from .header import MAX_DEPTH, deeper_than
+from .files import check_env
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-MANIFEST = "run.json"
-MANIFEST_MAX_BYTES = 16 * 1024**2  # a manifest is a few KB: layout, process groups, versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +160,8 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     options = options or LoadOptions()
     files = find_traces(paths)
     results = map_files(load_file, files, options, executor=executor, progress=progress)
-    return assemble(files, results, _manifest_for(paths), options.rules.notes)
+    manifest, manifest_warnings = _manifest_for(paths)
+    return assemble(files, results, manifest, (*options.rules.notes, *manifest_warnings))
 
 
 def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict,
@@ -240,20 +239,13 @@ def _ranges(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
 
 
-def _manifest_for(paths) -> dict:
+def _manifest_for(paths) -> tuple[dict, list[str]]:
+    """The run.json beside the first path that has one (checked field by field, see
+    :mod:`tracekit.formats.manifest`) and the warnings for the fields it dropped."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     for item in items:
         item = os.fspath(item)
         cand = os.path.join(item if os.path.isdir(item) else os.path.dirname(item), MANIFEST)
         if os.path.isfile(cand):
-            data = read_limited(cand, MANIFEST_MAX_BYTES, TraceFormatError, "run manifest")
-            try:
-                doc = json.loads(data.decode("utf-8"))
-            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-                raise TraceFormatError(f"{cand}: unreadable run manifest ({why}); fix or delete it") from None
-            if deeper_than(doc):
-                raise TraceFormatError(f"{cand}: unreadable run manifest (nested more than {MAX_DEPTH} levels deep); "
-                                       "fix or delete it")
-            return doc if isinstance(doc, dict) else {}
-    return {}
+            return read_manifest(cand)
+    return {}, []
