@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.events import EventKind
+from . import intervals as iv
 from .graph_model import BLOCKED_NS, BLOCKING_CALLS, COMPUTE, HOST, HOST_CHAIN, HOST_SYNC_CALLS, ISSUE, NEG, STREAM_WAIT
 
 
@@ -85,7 +86,7 @@ def _latest_before(values, groups, limits, want_group):
     if (~anyg).any():
         ug, gcode = np.unique(groups, return_inverse=True)
         lo = int(min(values.min(), limits.min()))
-        B = np.int64(2**42)
+        B = iv.key_stride(len(ug), lo, values.max(), limits.max())
         order = np.lexsort((values, gcode))
         keys = (gcode * B + (values - lo))[order]
         q = want_group[~anyg]
@@ -168,7 +169,7 @@ def stream_waits(parts, t, ts, end, d_rows, d_ids, d_end_ids):
     ug, gcode = np.unique(dev, return_inverse=True)
     order = np.lexsort((dend, gcode))
     lo = int(min(dend.min(), dstart.min()))
-    B = np.int64(2**42)
+    B = iv.key_stride(len(ug), lo, dend.max(), dstart.max())
     keys = (gcode * B + (dend - lo))[order]
     pos = np.searchsorted(keys, gcode[j] * B + (dstart[j] - lo), side="right") - 1
     src = np.full(len(j), -1, np.int64)
@@ -187,7 +188,7 @@ def _first_after(lanes, starts, q_lanes, q_times):
     """Index of the earliest ``starts`` >= q_time on lane q_lane (-1 where none)."""
     ul, code = np.unique(lanes, return_inverse=True)
     lo = int(min(starts.min(), q_times.min()))
-    B = np.int64(2**42)
+    B = iv.key_stride(len(ul), lo, starts.max(), q_times.max())
     order = np.lexsort((starts, code))
     keys = (code * B + (starts - lo))[order]
     qc = np.searchsorted(ul, q_lanes)
@@ -207,7 +208,7 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
     s, e = ts[host_rows], end[host_rows]
     lo = int(min(s.min(), cuts.min() if len(cuts) else s.min()))
-    B = np.int64(2**42)
+    B = iv.key_stride(len(lanes), lo, e.max(), s.max(), cuts.max() if len(cuts) else lo)
     rel_s, rel_e = s - lo, e - lo
     cut_code = np.searchsorted(lanes, cut_lane)
     okc = (cut_code < len(lanes)) & (lanes[np.minimum(cut_code, len(lanes) - 1)] == cut_lane) if len(cuts) else \
@@ -225,7 +226,8 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     pos = np.empty(len(order), np.int64)
     pos[order] = np.arange(len(order))
     level = pos + 1 - np.searchsorted(ekeys, lcode * B + rel_s, side="right")
-    L = np.int64(2**20)
+    L = np.int64(max(int(level.max()), int(depth.max()) if len(depth) else 0, 0) + 1)  # nesting levels
+    iv.key_stride((len(lanes) + 1) * int(L), 0, int(B) - 1)  # (lane, level, time) keys fit in int64 too
     lkeys = (lcode * L + np.minimum(level, L - 1)) * B + rel_s
     lorder = np.argsort(lkeys, kind="stable")
     q = (p_lane * L + np.minimum(depth, L - 1)) * B + p_s
@@ -265,8 +267,8 @@ def piece_at(pid, pstart, plane, lanes, times):
     if not len(pid):
         return np.full(len(times), -1, np.int64)
     ul, code = np.unique(plane, return_inverse=True)
-    B = np.int64(2**42)
-    base = int(min(pstart.min(), np.min(times) if len(times) else 0))
+    base = int(min(pstart.min(), np.min(times) if len(times) else pstart.min()))
+    B = iv.key_stride(len(ul), base, pstart.max(), np.max(times) if len(times) else base)
     keys = code * B + (pstart - base)
     lc = np.searchsorted(ul, lanes)
     okl = (lc < len(ul)) & (ul[np.minimum(lc, len(ul) - 1)] == lanes)

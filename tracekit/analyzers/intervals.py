@@ -186,3 +186,18 @@ def sum_by_key(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.n
 def length_in_windows(u: Intervals, win_starts, win_ends) -> np.ndarray:
     """|u ∩ W| for each window W = [win_starts[i], win_ends[i])."""
     return overlap_each(u, win_starts, win_ends)
+
+
+def key_stride(n_groups: int, lo: int, *highs: int) -> np.int64:
+    """The stride that packs (group, value) pairs into one sortable int64 key, ``group * stride + (value - lo)``,
+    for values in ``[lo, max(highs)]`` and groups ``0 .. n_groups - 1``: one sort and one ``searchsorted`` then
+    serve every group at once. Raises a one-line TraceFormatError when the keys would not fit in int64: the
+    events then span more time than any trace holds (a timestamp far from the others, such as an event at ts 0)."""
+    from ..errors import TraceFormatError
+
+    stride = max([int(h) for h in highs] + [lo]) - lo + 1
+    if stride * (max(n_groups, 1) + 1) >= 2**62:
+        raise TraceFormatError(f"events span {stride / 1e9:,.0f} s: a timestamp far "
+                               "from the others (an event at ts 0?); the dependency graph cannot order them. Narrow "
+                               "the analysis with --window or fix the trace's timestamps")
+    return np.int64(stride)

@@ -238,9 +238,9 @@ def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.nda
     if not len(rows) or not len(on):
         return np.zeros(len(on), bool)
     shift = g.shifts[r]
-    B = np.int64(2**42)
     lanes = np.unique(np.concatenate([t["stream"][rows], g.chain_lane[g.chain[on]]]))
     lo = min(int(t["ts_ns"][rows].min()) - shift, int(g.start[on].min()))
+    B = iv.key_stride(len(lanes), lo, int(t.end_ns[rows].max()) - shift, int((g.start[on] + np.maximum(g.dur[on], 1)).max()))
     ann = iv.union(np.searchsorted(lanes, t["stream"][rows]) * B + (t["ts_ns"][rows] - shift - lo),
                    np.searchsorted(lanes, t["stream"][rows]) * B + (t.end_ns[rows] - shift - lo))
     plane = np.searchsorted(lanes, g.chain_lane[g.chain[on]])

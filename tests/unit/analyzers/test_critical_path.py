@@ -198,3 +198,41 @@ def test_the_critical_path_of_a_whatif():
     assert s.by_kind_ns["compute"] == 150 + 200 and s.by_kind_ns["host"] == 500
     (free,) = critical_paths(two_ranks(), specs=["comm:tp=0"]).steps
     assert free.length_ns == 1335 and free.by_kind_ns["comm_transfer"] == 0
+
+
+def test_host_pieces_on_many_threads_are_attributed_to_their_innermost_op():
+    """Six host threads, each an outer op with one inner op at a different time. Every host piece of the graph is
+    checked against a brute-force oracle (the latest-starting op of its own thread that covers it). Before, the
+    (thread, nesting level, time) keys were packed with fixed strides that wrapped int64 from the fifth thread on,
+    so thread 4's pieces were looked up among thread 0's ops."""
+    rows = [ev("STEP", 0, 1000, 0, name="ProfilerStep#0", stream=1, device=-1)]
+    for k in range(1, 7):
+        rows += [ev("CPU_OP", 10, 980, 0, name=f"outer_{k}", stream=100 + k, device=-1),
+                 ev("CPU_OP", 100 * k, 50, 0, name=f"inner_{k}", stream=100 + k, device=-1)]
+    ts = traceset({0: table(rows, shuffle_seed=3)}, device_type="cuda")
+    g = build_graph(ts)
+    t = ts.table(0)
+    host = [i for i in range(len(g.chain)) if g.row[i] >= 0 and t["device"][g.row[i]] < 0]
+    checked = 0
+    for i in host:
+        lane, s = g.chain_lane[g.chain[i]], int(g.start[i]) + g.shifts[0]
+        covering = [j for j in range(len(t)) if t["stream"][j] == lane and t["ts_ns"][j] <= s < t.end_ns[j]]
+        want = max(covering, key=lambda j: (t["ts_ns"][j], -t.end_ns[j]))
+        name = lambda j: t.string(int(t["name_id"][j]))
+        assert name(g.row[i]) == name(want), (lane, s)
+        checked += lane > 100
+    assert checked >= 18  # three pieces on each of the six threads
+
+
+def test_a_timestamp_decades_from_the_others_is_one_line_not_a_traceback():
+    rows = [ev("STEP", 10**18, 1000, 0, name="ProfilerStep#0", stream=1, device=-1)]
+    rows += [ev("CPU_OP", 10**18 + 10 * k, 5, 0, name=f"op{k}", stream=k, device=-1) for k in range(1, 8)]
+    rows += [ev("CPU_OP", 0, 5, -1, name="stray", stream=3, device=-1)]
+    g = None
+    try:
+        g = build_graph(traceset({0: table(rows)}, device_type="cuda"))
+    except Exception as exc:  # a one-line TracekitError is what a user may see; never an IndexError
+        from tracekit.errors import TracekitError
+        assert isinstance(exc, TracekitError) and "\n" not in str(exc), repr(exc)
+    if g is not None:  # the stray event lies outside the only step: no need to order it with the rest
+        assert len(g.chain)
