@@ -16,7 +16,7 @@ import socket
 
 import pytest
 
-from tests.helpers.data import gpu_trace
+from tests.helpers.data import DATA, gpu_trace
 from tests.helpers.hostile import (
     assert_ok,
     assert_refused,
@@ -207,6 +207,19 @@ def test_a_limit_in_the_environment_that_is_not_a_number(case, tmp_path):
     res = run_all({k: cmds[k] for k in ("info", "check")}, tmp_path / "cache",
                   env={"TRACEKIT_MAX_TRACE_BYTES": "abc", "TRACEKIT_MAX_GZIP_RATIO": "-1"})
     assert_refused(res, 2, "TRACEKIT_MAX_TRACE_BYTES='abc': expected a positive number")
+
+
+def test_a_backtracking_pattern_re2_cannot_run_is_stopped_not_left_to_hang(tmp_path):
+    """'(.+)+\\1(?=q)' needs a backtracking engine (a backreference, a lookahead) and takes minutes on the 5 kB
+    kernel names of a real trace; the regex module's timeout stops each search and the command ends in one line."""
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(DATA / "kineto-gpu-more" / "cupti-range-profiler.json.gz", run / "rank0.json.gz")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cache").mkdir()
+    cmds = commands(run, tmp_path / "out", rules=("--comm-pattern", r"(.+)+\1(?=q)"))
+    res = run_inproc({k: cmds[k] for k in ("info", "analyze")}, tmp_path / "cache")
+    assert_refused(res, 2, "(.+)+", "catastrophic backtracking")
 
 
 def test_backreference_falls_back_with_a_warning(case, tmp_path):
