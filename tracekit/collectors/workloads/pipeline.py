@@ -1,0 +1,343 @@
+"""Pipeline parallelism: the layers cut into ``pp`` stages, run with the 1F1B schedule over ``microbatches``.
+
+Ranks: global = stage x S + r, with S = tp x cp x dp the mesh of one stage (built as collectors/layout.py builds
+it, offset by the stage). Neighbouring stages talk over two-rank *link* groups, one per direction and per
+inner rank (activations s -> s+1, gradients s+1 -> s), all named ``tracekit:pp``: a group per direction keeps
+each group's instances in microbatch order on both of its ranks, whatever the schedule interleaves.
+
+Point to point on gloo: ``gloo:send``/``gloo:recv`` leave no worker span (DESIGN.md), so a send is an
+``all_to_all_single`` on the link group with every row going to the peer and none coming back, annotated as op
+``send`` (the receiver's as ``recv``) with src/dst: the trace shows the transfer on the worker thread and the
+analyzer matches the pair.
+
+Schedule (PipeDream-flush, Megatron's non-interleaved 1F1B): stage s runs min(p-s-1, m) warm-up forwards,
+then one forward and one backward alternately, then the remaining backwards; it holds at most p-s microbatches'
+activations. Plain: at each boundary between two actions the send of the finished action's output and the
+receive of the next action's input are posted together and both waited (Megatron's batched p2p; no buffering,
+no deadlock). ``--overlap``: the receive of the next action's input is posted before the current action
+computes, and sends are waited only when the step ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+
+import torch
+import torch.distributed as dist
+from torch.profiler import record_function
+
+from ...errors import ConfigError
+from ...model.layout import ParallelLayout
+from .. import comm
+from ..layout import AXES, Groups, _share_names, group_ranks, warm_up_groups
+from ..profile import profile
+from ..saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
+from .config import WorkloadConfig
+from .dp import GradSync
+from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
+
+
+def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]]:
+    """1F1B: the actions ("F" forward, "B" backward, microbatch) stage ``stage`` runs in order."""
+    warm = min(stages - stage - 1, microbatches)
+    acts = [("F", i) for i in range(warm)]
+    for k in range(microbatches - warm):
+        acts += [("F", warm + k), ("B", k)]
+    return acts + [("B", k) for k in range(microbatches - warm, microbatches)]
+
+
+@dataclass(slots=True)
+class Stage:
+    """This rank's place in the pipeline: its stage, its stage's groups, and the links to its neighbours."""
+
+    index: int
+    size: int
+    local: int  # rank within the stage's mesh
+    groups: Groups
+    act_in: object = None  # link with stage - 1: activations arrive
+    act_out: object = None  # link with stage + 1: activations leave
+    grad_in: object = None  # link with stage + 1: gradients arrive
+    grad_out: object = None  # link with stage - 1: gradients leave
+    links: list = field(default_factory=list)
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.size - 1
+
+
+def inner_layout(layout: ParallelLayout) -> ParallelLayout:
+    return replace(layout, pp=1, recorded=None)
+
+
+def build_stage(layout: ParallelLayout) -> Stage:
+    """Create every group of the pipeline (collective: all ranks call it in the same order); return this rank's."""
+    if dist.get_world_size() != layout.world_size:
+        raise ConfigError(f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} x pp{layout.pp} needs "
+                          f"{layout.world_size} processes, the world has {dist.get_world_size()}; change the degrees")
+    inner = inner_layout(layout)
+    width, me = inner.world_size, dist.get_rank()
+    stage = Stage(me // width, layout.pp, me % width, Groups(layout))
+    created = stage.groups.created
+    sizes = {"tp": inner.tp, "cp": inner.cp, "dp": inner.dp * inner.cp}
+    for axis in AXES:
+        if sizes[axis] == 1:
+            continue
+        dim = inner.dimension(axis).value
+        for s in range(layout.pp):
+            for local in group_ranks(inner, axis):
+                _new_group([s * width + r for r in local], dim, created, lambda g, a=axis: setattr(stage.groups, a, g))
+    for s in range(layout.pp - 1):
+        for r in range(width):
+            lo, hi = s * width + r, (s + 1) * width + r
+            for kind in ("act", "grad"):
+                sides = ("act_out", "act_in") if kind == "act" else ("grad_in", "grad_out")
+                _new_group([lo, hi], "pp", created,
+                           lambda g, side=sides[0] if me == lo else sides[1]: setattr(stage, side, g))
+    _share_names(created)
+    warm_up_groups(stage.groups)
+    stage.links = [g for g in (stage.act_in, stage.grad_out, stage.act_out, stage.grad_in) if g is not None]
+    for g in stage.links:  # links to stage - 1 first: the chain starts at stage 0, nobody waits in a circle
+        t = torch.ones(2)
+        dist.all_to_all_single(torch.empty_like(t), t, group=g)
+    dist.barrier()
+    return stage
+
+
+def _new_group(ranks: list[int], dim: str, created: list[dict], mine) -> None:
+    group = dist.new_group(ranks, group_desc=f"tracekit:{dim}")
+    member = dist.get_rank() in ranks
+    if member:
+        mine(group)
+    created.append({"name": comm.group_name(group) if member else "", "desc": f"tracekit:{dim}", "ranks": ranks,
+                    "size": len(ranks), "dimension": dim})
+
+
+def p2p(t: torch.Tensor, group, send: bool) -> comm.Work:
+    """Send ``t`` to the other rank of a two-rank link, or receive into ``t`` from it (an annotated
+    ``all_to_all_single`` with zero splits, so gloo runs it on its worker thread). Posted asynchronously."""
+    ranks = dist.get_process_group_ranks(group)
+    me = dist.get_rank()
+    peer = ranks[1] if ranks[0] == me else ranks[0]
+    full = [0, 0]
+    full[ranks.index(peer)] = t.shape[0]
+    empty = t.new_empty((0, *t.shape[1:]))
+    if send:
+        inp, out, in_split, out_split, src, dst = t.contiguous(), empty, full, [0, 0], me, peer
+    else:
+        inp, out, in_split, out_split, src, dst = empty, t, [0, 0], full, peer, me
+    with comm.annotate("send" if send else "recv", inp if send else None, None if send else out, group,
+                       src=src, dst=dst, in_split=in_split, out_split=out_split) as ann:
+        work = dist.all_to_all_single(out, inp, out_split, in_split, group=group, async_op=True)
+    return comm.Work(work, ann)
+
+
+class InFlight:
+    """Saved-activation bytes of each microbatch from the end of its forward to the end of its backward, and
+    the peak number and bytes held at once. Bytes are counted as the activation recorder counts them (a storage
+    once, parameters left out); the hooks chain to any outer saved-tensor hooks (the recorder's), so both see
+    every tensor."""
+
+    def __init__(self, model: torch.nn.Module):
+        self._params = {storage_key(t) for t in (*model.parameters(), *model.buffers())}
+        self.live: dict[int, int] = {}
+        self.microbatch_bytes: list[int] = []
+        self.peak_count = self.peak_bytes = 0
+
+    @contextlib.contextmanager
+    def forward(self, mb: int):
+        union = StorageUnion()
+        outer = torch._C._autograd._top_saved_tensors_default_hooks(True)
+
+        def pack(t):
+            if not is_parameter_derived(t, self._params):
+                union.add(storage_key(t), *byte_extent(t))
+            return outer[0](t) if outer else t
+
+        def unpack(x):
+            return outer[1](x) if outer else x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            yield
+        self.live[mb] = union.total_bytes()
+        self.microbatch_bytes.append(self.live[mb])
+        self.peak_count = max(self.peak_count, len(self.live))
+        self.peak_bytes = max(self.peak_bytes, sum(self.live.values()))
+
+    def backward_done(self, mb: int) -> None:
+        self.live.pop(mb, None)
+
+
+class _LastMicrobatchSync(GradSync):
+    """Data-parallel buckets launch from the gradient hooks only during the last microbatch's backward (earlier
+    backwards accumulate partial gradients)."""
+
+    armed = False
+
+    def _on_grad(self, p) -> None:
+        if self.armed:
+            super()._on_grad(p)
+
+
+class Pipeline:
+    """One rank's stage: its layers, microbatches and the 1F1B step."""
+
+    def __init__(self, cfg: WorkloadConfig, device):
+        lay = cfg.validate()
+        self.cfg, self.stage = cfg, build_stage(lay)
+        inner, st = inner_layout(lay), self.stage
+        dpi, cpi, tpi = st.local // (inner.tp * inner.cp), (st.local // inner.tp) % inner.cp, st.local % inner.tp
+        self.coords = (dpi, cpi, tpi)
+        g = st.groups
+        par = Parallel(inner, g.tp, g.cp, tpi, cpi, cfg.chunks if cfg.overlap else 1)
+        self.par = par
+        per = cfg.layers // lay.pp
+        self.first_layer = st.index * per
+        self.layers = torch.nn.ModuleList(
+            Layer(shard_weights(full_weights(cfg.hidden, self.first_layer + i, cfg.seed), inner.tp, tpi), cfg.heads,
+                  par, cfg.seq, cfg.dropout, cfg.torch_dtype, device) for i in range(per))
+        x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, inner.dp, dpi)
+        self.micro = [c.to(device=device, dtype=cfg.torch_dtype) for c in x.chunk(cfg.microbatches, dim=1)]
+        self.pos = local_positions(cfg.seq, par, device)
+        params = list(self.layers.parameters())
+        sp = par.sequence_parallel and inner.tp > 1
+        sp_params = [getattr(m, n) for m in self.layers for n in Layer.LN_PARAMS] if sp else []
+        self.sync = _LastMicrobatchSync(params, g.dp, g.tp if sp_params else None, sp_params, cfg.bucket_numel, per,
+                                        cfg.overlap)
+        self.params = params
+        self.acts = schedule(st.index, st.size, cfg.microbatches)
+        self.norm = cfg.seq * cfg.batch * cfg.hidden
+        self.in_flight = InFlight(self.layers) if cfg.activation_memory else None
+
+    # -- communication ---------------------------------------------------------------------------------------
+    def _recv(self, act: tuple[str, int]) -> tuple[torch.Tensor, comm.Work] | None:
+        kind, _ = act
+        group = self.stage.act_in if kind == "F" else self.stage.grad_in
+        if group is None:
+            return None
+        buf = torch.empty_like(self.micro[0])
+        return buf, p2p(buf, group, send=False)
+
+    def _send(self, act: tuple[str, int], out: torch.Tensor | None) -> comm.Work | None:
+        group = self.stage.act_out if act[0] == "F" else self.stage.grad_out
+        return None if group is None or out is None else p2p(out.detach(), group, send=True)
+
+    # -- compute ---------------------------------------------------------------------------------------------
+    def _forward(self, mb: int, x: torch.Tensor | None, state: dict) -> torch.Tensor:
+        if x is None:
+            x = self.micro[mb]
+        else:
+            x.requires_grad_()
+        with record_function(f"pp:forward|mb={mb}"), (self.in_flight.forward(mb) if self.in_flight
+                                                      else contextlib.nullcontext()):
+            y = x
+            for layer in self.layers:
+                y = layer(y, self.pos)
+            if self.stage.last:
+                y = (y.float() ** 2).sum() / self.norm
+        state[mb] = (x, y)
+        return y
+
+    def _backward(self, mb: int, grad: torch.Tensor | None, state: dict) -> torch.Tensor | None:
+        x, y = state.pop(mb)
+        if mb == self.cfg.microbatches - 1:
+            self.sync.armed = True
+        with record_function(f"pp:backward|mb={mb}"):
+            torch.autograd.backward(y, grad)
+        if self.in_flight is not None:
+            self.in_flight.backward_done(mb)
+        return x.grad if not self.stage.first else None
+
+    def step(self) -> float:
+        """One training step over every microbatch; returns this stage's loss (0 off the last stage)."""
+        for p in self.params:
+            p.grad = None
+        self.sync.armed = False
+        state: dict = {}
+        loss = 0.0
+        sends: list = []
+        pending = self._recv(self.acts[0])
+        for k, act in enumerate(self.acts):
+            got = pending
+            if self.cfg.overlap and k + 1 < len(self.acts):
+                pending = self._recv(self.acts[k + 1])  # posted before this action computes
+            if got is not None:
+                got[1].wait()
+            data = got[0] if got is not None else None
+            if act[0] == "F":
+                out = self._forward(act[1], data, state)
+                if self.stage.last:
+                    loss += float(out.detach())
+            else:
+                out = self._backward(act[1], data, state)
+            sends.append(self._send(act, out if act[0] == "B" or not self.stage.last else None))
+            if not self.cfg.overlap:
+                pending = self._recv(self.acts[k + 1]) if k + 1 < len(self.acts) else None
+                work = sends.pop()  # this boundary's send and the next receive are in flight together
+                if work is not None:
+                    work.wait()
+        for work in sends:
+            if work is not None:
+                work.wait()
+        self.sync.finish()
+        return loss
+
+    def grads(self) -> dict:
+        return {f"{self.first_layer + li}.{n}": p.grad.float().cpu().numpy()
+                for li, m in enumerate(self.layers) for n, p in m.named_parameters()}
+
+    def update(self) -> None:
+        with torch.no_grad():
+            for p in self.params:
+                p.add_(p.grad, alpha=-1e-3)
+
+    def report(self) -> dict:
+        """This stage's schedule figures for the run result."""
+        st, m = self.stage, self.cfg.microbatches
+        d = {"stage": st.index, "stages": st.size, "microbatches": m, "model_in_flight": min(st.size - st.index, m)}
+        if self.in_flight is not None:
+            d.update(peak_in_flight=self.in_flight.peak_count, peak_in_flight_bytes=self.in_flight.peak_bytes,
+                     microbatch_bytes=self.in_flight.microbatch_bytes[-m:])
+        return d
+
+
+def train_pipeline(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, device) -> dict:
+    """The runner's ``train`` for a layout with pp > 1: the same result dict, plus ``pipeline`` (see report)."""
+    pipe = Pipeline(cfg, device)
+    losses: list[float] = []
+    state: dict = {}
+
+    def one_step(i: int) -> None:
+        loss = pipe.step()
+        losses.append(loss)
+        if i == 0 and return_state:
+            state.update(loss=loss, grads=pipe.grads(), stage=pipe.stage.index)
+        pipe.update()
+
+    total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
+    overhead: dict = {}
+    traces: list[str] = []
+    activation = None
+    if profiled:
+        with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=pipe.stage.groups,
+                     model=pipe.layers, model_dims=cfg.model_dims(device.type),
+                     activation_memory=cfg.activation_memory, workload=cfg.workload) as prof:
+            for i in range(total):
+                one_step(i)
+                prof.step()
+        overhead = prof.overhead.to_dict() if prof.overhead is not None else {}
+        traces = [str(p) for p in prof.trace_paths]
+        if prof.activation is not None and prof.activation.path is not None:
+            activation = str(prof.activation.path)
+    else:
+        for i in range(total):
+            one_step(i)
+    par = pipe.par
+    return {"rank": dist.get_rank(), "coords": pipe.coords, "losses": losses, "overhead": overhead, "traces": traces,
+            "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
+            "activation": activation, "pipeline": pipe.report(),
+            "replica": pipe.stage.last and (pipe.coords[2] == 0 or par.sequence_parallel)}
