@@ -108,7 +108,8 @@ class WorkloadConfig:
                 "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
                 "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
                 "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind.value, "mask_bytes": 1,
-                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize}
+                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize,
+                **({"pp": lay.pp, "microbatches": self.microbatches} if lay.pp > 1 else {})}
 
     def to_dict(self) -> dict:
         return asdict(self)

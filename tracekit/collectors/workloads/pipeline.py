@@ -201,7 +201,7 @@ class Pipeline:
             Layer(shard_weights(full_weights(cfg.hidden, self.first_layer + i, cfg.seed), inner.tp, tpi), cfg.heads,
                   par, cfg.seq, cfg.dropout, cfg.torch_dtype, device) for i in range(per))
         x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, inner.dp, dpi)
-        self.micro = [c.to(device=device, dtype=cfg.torch_dtype) for c in x.chunk(cfg.microbatches, dim=1)]
+        self.micro = [c.to(device=device, dtype=cfg.torch_dtype).contiguous() for c in x.chunk(cfg.microbatches, dim=1)]
         self.pos = local_positions(cfg.seq, par, device)
         params = list(self.layers.parameters())
         sp = par.sequence_parallel and inner.tp > 1
