@@ -4,7 +4,8 @@ With p stages, m microbatches and equal work per microbatch, a 1F1B step lasts (
 each stage computes in m of them, so every stage idles (p - 1) / (m + p - 1) of the step (Narayanan et al.
 2021, arXiv:2104.04473, section 2.2). Measured: per rank and complete step, 1 - compute / wall, where compute is
 the analyzer's K (on CPU each thread's operators minus the time it is blocked in communication) and wall the
-step window; a stage's figure is the mean over its ranks and steps. The gap to the analytical figure is the
+step window; a stage's figure is the median over its ranks and steps (a step in which another process took the
+core does not move it), with the lowest and highest beside it. The gap to the analytical figure is the
 host's own overhead between operators plus communication the schedule's model takes as free.
 
 Ranks map to stages as the pp workload lays them out: stage = rank // (world_size / pp). Imports no torch.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 
@@ -22,7 +24,7 @@ class StageBubble:
     stage: int
     ranks: tuple[int, ...]
     steps: int  # complete steps measured, over all the stage's ranks
-    measured: float  # mean idle share of the step on the stage's compute threads
+    measured: float  # median idle share of the step on the stage's compute threads
     lowest: float
     highest: float
     analytical: float  # (p - 1) / (m + p - 1)
@@ -67,5 +69,5 @@ def stage_bubbles(summary: Mapping[str, Any]) -> tuple[StageBubble, ...]:
             if step.get("complete", True) and step["wall_us"] > 0:
                 shares.setdefault(stage, []).append(1.0 - step["compute_us"] / step["wall_us"])
     want = analytical_bubble(pp, m)
-    return tuple(StageBubble(s, tuple(ranks[s]), len(v), sum(v) / len(v), min(v), max(v), want)
+    return tuple(StageBubble(s, tuple(ranks[s]), len(v), median(v), min(v), max(v), want)
                  for s, v in sorted(shares.items()) if v)

@@ -172,6 +172,11 @@ class InFlight:
         self.live.pop(mb, None)
 
 
+def _wait(work: comm.Work | None) -> None:
+    if work is not None:
+        work.wait()
+
+
 class _LastMicrobatchSync(GradSync):
     """Data-parallel buckets launch from the gradient hooks only during the last microbatch's backward (earlier
     backwards accumulate partial gradients)."""
@@ -252,6 +257,13 @@ class Pipeline:
             self.in_flight.backward_done(mb)
         return x.grad if not self.stage.first else None
 
+    def _run(self, act: tuple[str, int], data: torch.Tensor | None, state: dict) -> tuple[torch.Tensor | None, float]:
+        """Run one action; returns what it sends on (None for the last stage's forward) and its loss."""
+        if act[0] == "B":
+            return self._backward(act[1], data, state), 0.0
+        out = self._forward(act[1], data, state)
+        return (None, float(out.detach())) if self.stage.last else (out, 0.0)
+
     def step(self) -> float:
         """One training step over every microbatch; returns this stage's loss (0 off the last stage)."""
         for p in self.params:
@@ -262,43 +274,37 @@ class Pipeline:
         sends: list = []
         pending = self._recv(self.acts[0])
         for k, act in enumerate(self.acts):
-            got = pending
-            if self.cfg.overlap and k + 1 < len(self.acts):
-                pending = self._recv(self.acts[k + 1])  # posted before this action computes
+            got, nxt = pending, self.acts[k + 1] if k + 1 < len(self.acts) else None
+            if self.cfg.overlap and nxt is not None:
+                pending = self._recv(nxt)  # posted before this action computes
             if got is not None:
                 got[1].wait()
-            data = got[0] if got is not None else None
-            if act[0] == "F":
-                out = self._forward(act[1], data, state)
-                if self.stage.last:
-                    loss += float(out.detach())
-            else:
-                out = self._backward(act[1], data, state)
-            sends.append(self._send(act, out if act[0] == "B" or not self.stage.last else None))
-            if not self.cfg.overlap:
-                pending = self._recv(self.acts[k + 1]) if k + 1 < len(self.acts) else None
-                work = sends.pop()  # this boundary's send and the next receive are in flight together
-                if work is not None:
-                    work.wait()
+            out, part = self._run(act, got[0] if got is not None else None, state)
+            loss += part
+            sends.append(self._send(act, out))
+            if not self.cfg.overlap:  # this boundary's send and the next receive in flight together, then waited
+                pending = self._recv(nxt) if nxt is not None else None
+                _wait(sends.pop())
         for work in sends:
-            if work is not None:
-                work.wait()
+            _wait(work)
         self.sync.finish()
         return loss
 
     def grads(self) -> dict:
         return {f"{self.first_layer + li}.{n}": p.grad.float().cpu().numpy()
-                for li, m in enumerate(self.layers) for n, p in m.named_parameters()}
+                for li, m in enumerate(self.layers) for n, p in m.named_parameters() if p.grad is not None}
 
     def update(self) -> None:
         with torch.no_grad():
             for p in self.params:
-                p.add_(p.grad, alpha=-1e-3)
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-1e-3)
 
     def report(self) -> dict:
         """This stage's schedule figures for the run result."""
         st, m = self.stage, self.cfg.microbatches
-        d = {"stage": st.index, "stages": st.size, "microbatches": m, "model_in_flight": min(st.size - st.index, m)}
+        d: dict[str, object] = {"stage": st.index, "stages": st.size, "microbatches": m,
+                                "model_in_flight": min(st.size - st.index, m)}
         if self.in_flight is not None:
             d.update(peak_in_flight=self.in_flight.peak_count, peak_in_flight_bytes=self.in_flight.peak_bytes,
                      microbatch_bytes=self.in_flight.microbatch_bytes[-m:])
