@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -20,7 +21,8 @@ from .output import emit
 @click.option("--dp", type=int, default=None, help="Data-parallel degree.")
 @click.option("--pp", type=int, default=None,
               help="pp: pipeline stages over the layers, 1F1B over --microbatches, activations sent stage to stage.")
-@click.option("--microbatches", type=int, default=4, show_default=True, help="Microbatches per step, for pp.")
+@click.option("--microbatches", type=int, default=None,
+              help="Microbatches per step, for pp (default: the most, up to 4, that divide the batch per dp rank).")
 @click.option("--layers", type=int, default=2, show_default=True)
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
@@ -41,7 +43,11 @@ def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batc
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory, pp=pp, microbatches=microbatches)
+                         activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1)
+    if microbatches is None:
+        per_dp = max(batch // cfg.layout().dp, 1)
+        cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
+        microbatches = cfg.microbatches
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
