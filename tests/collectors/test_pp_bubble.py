@@ -1,5 +1,6 @@
 """The bubble figure from hand-built summaries with known answers: stage membership, median and range over
-steps, incomplete steps left out, and no figure for a run without a pipeline."""
+steps, incomplete steps left out, and no figure for a run without a pipeline; pp shapes that do not split are
+usage errors."""
 
 from __future__ import annotations
 
@@ -39,3 +40,14 @@ def test_no_pipeline_no_figure():
     assert stage_bubbles(_summary(1, 4, {0: [(100, 80, True)]})) == ()
     assert pipeline_shape(_summary(2, None, {0: [(100, 80, True)], 1: [(100, 80, True)]})) is None
     assert stage_bubbles({"run": {}, "ranks": []}) == ()
+
+
+@pytest.mark.parametrize("args, what", [(["--layers", "3"], "--layers 3 must divide by --pp 2"),
+                                        (["--batch", "6", "--microbatches", "4"], "--dp x --microbatches (1 x 4)")])
+def test_pp_shapes_that_do_not_split_are_usage_errors(tmp_path, args, what):
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", "--workload", "pp", *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2 and what in result.output, result.output
