@@ -51,3 +51,22 @@ def test_pp_shapes_that_do_not_split_are_usage_errors(tmp_path, args, what):
 
     result = CliRunner().invoke(cli, ["run", "--workload", "pp", *args, "--out", str(tmp_path)])
     assert result.exit_code == 2 and what in result.output, result.output
+
+
+def test_1f1b_schedule():
+    from tracekit.collectors.workloads.pipeline import schedule
+
+    assert schedule(0, 2, 4) == [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)]
+    assert schedule(1, 2, 4) == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2), ("F", 3), ("B", 3)]
+    assert schedule(0, 4, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]  # fewer microbatches than warm-up slots
+    for p, m in ((4, 8), (3, 2), (2, 1)):
+        for s in range(p):
+            acts, live, peak = schedule(s, p, m), set(), 0
+            assert sorted(acts) == sorted([("F", i) for i in range(m)] + [("B", i) for i in range(m)])
+            for kind, i in acts:
+                if kind == "F":
+                    live.add(i)
+                else:
+                    live.remove(i)  # a backward only after its forward
+                peak = max(peak, len(live))
+            assert peak == min(p - s, m)

@@ -47,9 +47,9 @@ def test_two_stages_fp32_and_bf16(tmp_path):
 @pytest.mark.slow
 def test_four_processes(tmp_path):
     """Four stages (overlapped, counting the activations each stage holds: p - s under 1F1B), and two stages
-    combined with dp (plain) and with tp-sp (overlapped: each stage's own mesh inside)."""
-    entries = [("pp", dict(SHAPE, pp=4, layers=4, activation_memory=True), True), ("pp+dp", dict(SHAPE, batch=8), False),
-               ("tp-sp+pp", SHAPE, True)]
+    combined with dp (overlapped: buckets launch in the last microbatch's backward) and with tp-sp (plain)."""
+    entries = [("pp", dict(SHAPE, pp=4, layers=4, activation_memory=True), True), ("pp+dp", dict(SHAPE, batch=8), True),
+               ("tp-sp+pp", SHAPE, False)]
     configs = [WorkloadConfig(workload=w, overlap=ov, **kw) for w, kw, ov in entries]
     results = _run(tmp_path, configs)
     for cfg, result in zip(configs, results):

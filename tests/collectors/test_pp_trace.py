@@ -13,6 +13,7 @@ import tracekit
 from tests.helpers.tracefile import comm_by_step, gloo_spans, read
 from tracekit.analyzers.memory_model import MemoryConfig, activation_model
 from tracekit.cli.run import digest
+from tracekit.collectors.manifest import read as read_manifest
 from tracekit.collectors.workloads.bubble import analytical_bubble, stage_bubbles
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
@@ -59,7 +60,13 @@ def test_point_to_point_per_step(runs):
 
 @pytest.mark.slow
 def test_every_collective_attributed_to_pp(runs):
-    for _, _, summary in runs:
+    for _, result, summary in runs:
+        manifest = read_manifest(result.manifest_path)
+        links = [g for g in manifest["process_groups"] if g["dimension"] == "pp"]
+        assert len(links) == 2 and all(g["ranks"] == [0, 1] and g["desc"] == "tracekit:pp" for g in links)
+        for path in result.trace_paths:
+            for anns in comm_by_step(read(path)):
+                assert {manifest["group_dimensions"][a.pg_name] for a in anns} == {"pp"}
         dims = {row["dimension"] for row in summary["by_dimension"]}
         assert dims == {"pp"}
         assert {row["op"] for row in summary["by_dimension"]} == {"send", "recv"}
