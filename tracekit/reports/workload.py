@@ -72,6 +72,9 @@ def _pipeline_lines(doc: WorkloadDigest) -> list[str]:
             row += f"   {h['peak_in_flight']:>2} ({h['model_in_flight']:>2})        {units.size(h['peak_in_flight_bytes'])}"
         lines.append(row)
     lines.append("(bubble: 1 - compute / wall of the stage's steps; 1F1B: (p-1)/(m+p-1))")
+    if held:
+        lines.append("(in flight: microbatches whose activations a stage held at once, 1F1B model p-s; the per-layer "
+                     "table above undercounts under pp: later microbatches reuse the addresses of freed ones)")
     return lines
 
 
