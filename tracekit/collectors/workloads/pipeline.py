@@ -48,6 +48,12 @@ class InFlight:
         self.microbatch_bytes: list[int] = []
         self.peak_count = self.peak_bytes = 0
 
+    @staticmethod
+    def available() -> bool:
+        """Chaining needs torch's view of the hooks in force; without it nothing is counted (the recorder
+        must keep seeing every saved tensor)."""
+        return hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
+
     @contextlib.contextmanager
     def forward(self, mb: int):
         union = StorageUnion()
@@ -116,7 +122,7 @@ class Pipeline:
         self.params = params
         self.acts = schedule(st.index, st.size, cfg.microbatches)
         self.norm = cfg.seq * cfg.batch * cfg.hidden
-        self.in_flight = InFlight(self.layers) if cfg.activation_memory else None
+        self.in_flight = InFlight(self.layers) if cfg.activation_memory and InFlight.available() else None
 
     # -- communication ---------------------------------------------------------------------------------------
     def _recv(self, act: tuple[str, int]) -> tuple[torch.Tensor, comm.Work] | None:
