@@ -24,9 +24,11 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--microbatches", type=int, default=4, help="pp only")
     args = ap.parse_args()
-    shape = dict(layers=args.layers, seq=args.seq, hidden=args.hidden, heads=8, batch=2, steps=args.steps,
-                 dropout=0.1, chunks=4)
+    shape = dict(layers=args.layers, seq=args.seq, hidden=args.hidden, heads=8, batch=args.batch, steps=args.steps,
+                 dropout=0.1, chunks=4, microbatches=args.microbatches)
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [(WorkloadConfig(workload=w, overlap=o, **shape), Path(tmp) / f"{w}-{o}")
                 for w in args.workloads for o in (False, True)]

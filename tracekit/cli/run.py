@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -14,10 +15,14 @@ from .output import emit
 
 @click.command()
 @click.option("--workload", default="tp-sp", show_default=True,
-              help="tp, tp-sp, cp-ring, ulysses, dp, or a combination joined by '+' (tp-sp+cp-ring).")
+              help="tp, tp-sp, cp-ring, ulysses, dp, pp, or a combination joined by '+' (tp-sp+cp-ring).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default 2 if the workload names tp).")
 @click.option("--cp", type=int, default=None, help="Context-parallel degree, for cp-ring and ulysses.")
 @click.option("--dp", type=int, default=None, help="Data-parallel degree.")
+@click.option("--pp", type=int, default=None,
+              help="pp: pipeline stages over the layers, 1F1B over --microbatches, activations sent stage to stage.")
+@click.option("--microbatches", type=int, default=None,
+              help="Microbatches per step, for pp (default: the most, up to 4, that divide the batch per dp rank).")
 @click.option("--layers", type=int, default=2, show_default=True)
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
@@ -31,16 +36,21 @@ from .output import emit
               help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
                    "with the Korthikanti et al. model in the summary.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
+def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
         out_dir):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.workloads.runner import run_workload
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory)
+                         activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1)
+    if microbatches is None:
+        per_dp = max(batch // cfg.layout().dp, 1)
+        cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
+        microbatches = cfg.microbatches
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
+               f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
                f"{', overlap' if overlap else ''})")
     result = run_workload(cfg, out_dir)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command
@@ -73,9 +83,10 @@ def digest(result):
     """What `tracekit run` shows about the run just recorded: the runner's result, the activation memory
     against the model (when recorded) and the analysis of the traces."""
     from ..analyzers.memory_run import activation_from_dir
+    from ..collectors.workloads.bubble import stage_bubbles
     from ..reports.workload import WorkloadDigest
     from ._analysis import analysis_from_traces
 
     comparison, warnings = activation_from_dir(result.out_dir) if result.activation_paths else (None, ())
     summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
-    return WorkloadDigest(result, summary, comparison, warnings, bool(result.activation_paths))
+    return WorkloadDigest(result, summary, comparison, warnings, bool(result.activation_paths), stage_bubbles(summary))

@@ -23,6 +23,7 @@ class WorkloadDigest:
     activation: ActivationComparison | None = None
     activation_warnings: tuple[str, ...] = ()
     activation_recorded: bool = False
+    bubbles: tuple = ()  # StageBubble per pipeline stage (tracekit.collectors.workloads.bubble), workload pp
 
 
 class WorkloadText(StreamReporter):
@@ -30,7 +31,7 @@ class WorkloadText(StreamReporter):
     document = WorkloadDigest
 
     def write(self, doc: Any, stream: IO[Any], **_: Any) -> tuple[str, ...]:
-        stream.write("\n".join([*_run_lines(doc.run), *_activation(doc), *_analysis_lines(doc)]) + "\n")
+        stream.write("\n".join([*_run_lines(doc.run), *_activation(doc), *_pipeline_lines(doc), *_analysis_lines(doc)]) + "\n")
         return ()
 
 
@@ -54,6 +55,27 @@ def _activation(doc: WorkloadDigest) -> list[str]:
     if not doc.activation_recorded:
         return []
     return ["", *comparison_lines(doc.activation, doc.activation_warnings)]
+
+
+def _pipeline_lines(doc: WorkloadDigest) -> list[str]:
+    """Workload pp: each stage's bubble against (p-1)/(m+p-1) and its peak in-flight activations against p-s."""
+    if not doc.bubbles:
+        return []
+    held = {p["stage"]: p for p in getattr(doc.run, "pipeline", ()) if "peak_in_flight" in p}
+    lines = ["", f"{'stage':<6} {'bubble':>8} {'1F1B':>8} {'delta':>8} {'range':>15}"
+                 + ("   in flight (model)  held at peak" if held else "")]
+    for b in doc.bubbles:
+        row = (f"{b.stage:<6} {units.percent(b.measured):>8} {units.percent(b.analytical):>8} "
+               f"{units.signed_percent(b.delta):>8} {units.percent(b.lowest):>7}-{units.percent(b.highest):<7}")
+        if b.stage in held:
+            h = held[b.stage]
+            row += f"   {h['peak_in_flight']:>2} ({h['model_in_flight']:>2})        {units.size(h['peak_in_flight_bytes'])}"
+        lines.append(row)
+    lines.append("(bubble: 1 - compute / wall of the stage's steps; 1F1B: (p-1)/(m+p-1))")
+    if held:
+        lines.append("(in flight: microbatches whose activations a stage held at once, 1F1B model p-s; the per-layer "
+                     "table above undercounts under pp: later microbatches reuse the addresses of freed ones)")
+    return lines
 
 
 def _analysis_lines(doc: WorkloadDigest) -> list[str]:

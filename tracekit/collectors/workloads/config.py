@@ -10,7 +10,7 @@ from ...errors import ConfigError
 from ...model.dtypes import WORKLOAD_TORCH_NAMES
 from ...model.layout import CpKind, LayoutError, ParallelLayout
 
-WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
+WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp", "pp")
 DTYPES = {short: getattr(torch, name) for short, name in WORKLOAD_TORCH_NAMES.items()}  # {"fp32": torch.float32, ...}
 
 
@@ -41,6 +41,8 @@ class WorkloadConfig:
     activation_memory: bool = False
     seed: int = 0
     bucket_numel: int | None = None
+    pp: int | None = None  # pipeline stages (workload pp: the layers split into stages, 1F1B over microbatches)
+    microbatches: int = 4
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -59,8 +61,9 @@ class WorkloadConfig:
         tp = self.tp if self.tp is not None else named("tp", "tp-sp")
         cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
         dp = self.dp if self.dp is not None else named("dp")
+        pp = self.pp if self.pp is not None else named("pp")
         try:
-            return ParallelLayout(tp=tp, cp=cp, dp=dp, sequence_parallel="tp-sp" in parts,
+            return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, sequence_parallel="tp-sp" in parts,
                                   cp_kind=CpKind.ULYSSES if "ulysses" in parts else CpKind.RING)
         except LayoutError:
             raise ConfigError(f"workload {self.workload}: degrees, layers, steps >= 1") from None
@@ -87,6 +90,9 @@ class WorkloadConfig:
             (lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
              f"--seq {self.seq} / cp must divide by chunks"),
             (min(self.layers, self.steps, self.chunks) >= 1, "degrees, layers, steps >= 1"),
+            (self.layers % lay.pp == 0, f"--layers {self.layers} must divide by --pp {lay.pp} (equal stages)"),
+            (lay.pp == 1 or (self.microbatches >= 1 and self.batch % (lay.dp * self.microbatches) == 0),
+             f"--batch {self.batch} must divide by --dp x --microbatches ({lay.dp} x {self.microbatches})"),
         ]
         for ok, message in checks:
             if not ok:
@@ -102,7 +108,8 @@ class WorkloadConfig:
                 "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
                 "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
                 "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind.value, "mask_bytes": 1,
-                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize}
+                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize,
+                **({"pp": lay.pp, "microbatches": self.microbatches} if lay.pp > 1 else {})}
 
     def to_dict(self) -> dict:
         return asdict(self)

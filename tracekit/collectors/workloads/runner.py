@@ -41,6 +41,7 @@ class RunResult:
     comm_stats: tuple[dict, ...]  # per rank: {"desc|op": [count, bytes]} over the whole run
     states: tuple[dict, ...] = field(default=())  # per rank, with return_state: step-0 loss, output, grads
     activation_paths: tuple[Path, ...] = field(default=())  # activation_r{rank}.json, with activation_memory
+    pipeline: tuple[dict, ...] = field(default=())  # per rank, workload pp: stage, schedule, in-flight activations
 
     def to_dict(self) -> dict:
         return {"out_dir": str(self.out_dir), "trace_paths": [str(p) for p in self.trace_paths],
@@ -69,6 +70,9 @@ def build_rank(cfg: WorkloadConfig, device):
 
 
 def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, device) -> dict:
+    if cfg.layout().pp > 1:
+        from .pipeline import train_pipeline
+        return train_pipeline(cfg, out_dir, profiled, return_state, device)
     lay, groups, par, layers, x, pos = build_rank(cfg, device)
     params = list(layers.parameters())
     sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
@@ -151,7 +155,8 @@ def _collect(items: list[dict], cfg: WorkloadConfig, out_dir: Path) -> RunResult
                      manifest if manifest.exists() else None, len(items), losses,
                      tuple(r["overhead"] for r in items), tuple(r["comm"] for r in items),
                      tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items),
-                     tuple(Path(r["activation"]) for r in items if r.get("activation")))
+                     tuple(Path(r["activation"]) for r in items if r.get("activation")),
+                     tuple(dict(r["pipeline"], rank=r["rank"]) for r in items if r.get("pipeline")))
 
 
 def _drain(queue, procs, expected: int) -> list[dict]:
