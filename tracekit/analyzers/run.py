@@ -184,6 +184,7 @@ class Analysis:
     # critical_path.CriticalPaths (per step over all ranks) when analyze(critical_path=True); typed loosely because
     # the critical path builds on this module's CommAnalyzer
     critical: Any = None
+    memory: Mapping[int, Any] | None = None  # rank -> memory_timeline.RankMemory
 
     def to_dict(self) -> dict:
         from .summary_schema import build_summary
@@ -193,6 +194,8 @@ class Analysis:
         for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
             if r["rank"] in found:
                 r.update(found[r["rank"]].to_dict())
+            if self.memory and r["rank"] in self.memory:
+                r["memory_timeline"] = self.memory[r["rank"]].to_dict()
         if self.critical is not None:
             out["critical_path"] = self.critical.to_dict()
         if self.activation is not None:
