@@ -30,15 +30,17 @@ from .output import emit
 @click.option("--activation-memory", is_flag=True,
               help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
                    "with the Korthikanti et al. model in the summary.")
+@click.option("--profile-memory", is_flag=True,
+              help="Record every allocation and free ([memory] events): the summary's memory timeline per device.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir):
+        out_dir, profile_memory=False):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.workloads.runner import run_workload
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory)
+                         activation_memory=activation_memory, profile_memory=profile_memory)
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{', overlap' if overlap else ''})")
