@@ -20,11 +20,15 @@ from .memory_timeline import downsample
 class ExportTimeline:
     source: str
     events: int
-    t_us: np.ndarray  # one point per distinct timestamp
+    t_ns: np.ndarray  # one point per distinct timestamp (int64: epoch ns do not fit a float64)
     allocated_bytes: np.ndarray
     by_category: np.ndarray  # (points, len(CATEGORIES))
     preexisting_bytes: int
     max_points: int
+
+    @property
+    def t_us(self) -> np.ndarray:
+        return self.t_ns / 1e3
 
     @property
     def peak(self) -> int:
@@ -60,7 +64,7 @@ def export_timeline(exp: MemoryExport, max_points: int = 1000) -> ExportTimeline
     per_cat = np.cumsum(per_cat, axis=0)
     last = np.r_[ts[1:] != ts[:-1], True]  # the state after the last entry of each timestamp
     per_cat = per_cat[last]
-    return ExportTimeline(exp.source, len(exp), ts[last] / 1e3, per_cat.sum(axis=1), per_cat,
+    return ExportTimeline(exp.source, len(exp), ts[last], per_cat.sum(axis=1), per_cat,
                           int(exp.nbytes[exp.ts_ns < 0].sum()), max_points)
 
 
