@@ -14,6 +14,7 @@ from ..model.traceset import TraceSet
 from .breakdowns import RankBreakdowns
 from .collectives import CrossRank, cross_rank
 from .dimensions import dimension_map
+from .frames import AnalysisFrames
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .memory import ActivationComparison
 from .overlap import RankOverlap, rank_overlap, restep
@@ -173,9 +174,10 @@ def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Analysis:
+class Analysis(AnalysisFrames):
     """What ``tracekit.analyze`` returns: the analyzers' results and the run; ``to_dict()`` is the
-    ``tracekit.summary/1`` JSON contract (docs/summary-schema.md)."""
+    ``tracekit.summary/1`` JSON contract (docs/summary-schema.md); each of its tables is also a DataFrame
+    (``steps_frame()``, ``collectives_frame()``, ``kernel_frame()``, ... in tracekit.analyzers.frames)."""
 
     traces: TraceSet = field(repr=False)
     comm: CommResult

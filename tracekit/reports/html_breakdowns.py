@@ -169,14 +169,25 @@ def memory_chart(summary: Mapping, ranks: list[int]) -> list[dict]:
     return out
 
 
+def _guard(build, *args) -> dict:
+    """The breakdown sections are free-form in the summary's Structs: one that a hand-edited or foreign summary
+    gives in another shape is named on the page, never a traceback and never a made-up number."""
+    try:
+        return build(*args)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
+        return {"reason": f"this section of the summary has an unexpected shape ({type(exc).__name__}); re-create "
+                          "the summary with `tracekit analyze --format json`"}
+
+
 def context(summary: Mapping) -> dict:
     """What templates/breakdowns.html reads: ``breakdowns`` (the sections per shown rank) and its chart data."""
     ranks = summary.get("ranks") or []
     shown = list(range(min(len(ranks), MAX_RANKS)))
     activation = summary.get("activation_memory") or {}
-    blocks = [{"rank": ranks[i]["rank"], "index": i, "kernels": _kernels(i, ranks[i]), "busy": _busy(i, ranks[i]),
-               "idle": _idle(i, ranks[i]), "launches": _launches(i, ranks[i]),
-               "memory": _memory(i, ranks[i], activation)} for i in shown]
+    blocks = [{"rank": ranks[i]["rank"], "index": i, "kernels": _guard(_kernels, i, ranks[i]),
+               "busy": _guard(_busy, i, ranks[i]), "idle": _guard(_idle, i, ranks[i]),
+               "launches": _guard(_launches, i, ranks[i]), "memory": _guard(_memory, i, ranks[i], activation)}
+              for i in shown]
     for b in blocks:  # a CPU-only rank: one line for the four device breakdowns, not four equal ones
         reasons = {b[k].get("reason") for k in ("kernels", "busy", "idle", "launches")}
         b["device_reason"] = reasons.pop() if len(reasons) == 1 else None
