@@ -82,7 +82,8 @@ def test_gpu_breakdowns_in_the_browser(browser, tmp_path, ddp_summary):
         check_numbers(page, s)  # the whole page, the breakdowns' data-keys included
         assert check_breakdown_numbers(page, s) >= 150
         rank = s["ranks"][0]
-        keys = json.loads(page.eval("JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(e => e.dataset.key))"))
+        keys = json.loads(page.eval(
+            "JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(e => e.dataset.key))"))
         for part in ("busy_partition.parts.0.us", "idle_breakdown.host_wait_us", "launch_stats.median_delay_us",
                      "memory_timeline.devices.1.peak_allocated_bytes", "memory_timeline.top_allocators.0.live_bytes",
                      "memory_timeline.steps.5.peak_allocated_bytes"):

@@ -9,6 +9,7 @@ something else than the JSON key of its name. A rank whose breakdown has no mean
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 import pandas as pd
@@ -24,8 +25,9 @@ def _frame(rows: Iterable[dict], columns: list[str] | None = None) -> pd.DataFra
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or [])
 
 
-def _per_rank(sections: dict[int, dict], pick: Callable[[dict], list[dict] | None], columns: list[str]) -> pd.DataFrame:
-    rows, unavailable = [], {}
+def _per_rank(sections: dict[int, Any], pick: Callable[[Any], Any], columns: list[str]) -> pd.DataFrame:
+    rows: list[dict] = []
+    unavailable: dict[int, str] = {}
     for rank, section in sorted(sections.items()):
         if isinstance(section, dict) and section.get("available") is False:
             unavailable[rank] = section.get("reason", "")
@@ -47,7 +49,7 @@ class AnalysisFrames:
         return _frame({"rank": r.rank, **s} for r in self.comm.ranks for s in r.to_dict()["steps"])  # type: ignore[attr-defined]
 
     def _comm(self, key: str) -> pd.DataFrame:
-        columns = [f.encode_name for f in msgspec.structs.fields(_COMM_ROWS[key])]  # the JSON's, also when empty
+        columns = [f.encode_name for f in msgspec.structs.fields(_COMM_ROWS[key])]  # type: ignore[arg-type]  # the JSON's, also when empty
         return _frame(self.comm.to_dict()[key], columns)  # type: ignore[attr-defined]
 
     def collectives_frame(self) -> pd.DataFrame:

@@ -232,8 +232,9 @@ def enclosing_ops(t: EventTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _nesting(starts: np.ndarray, ends: np.ndarray, is_step: np.ndarray) -> tuple[list[int], list[int]]:
     """Parent of each op (sorted by start, longer first) and its outermost ancestor that is not a step."""
-    parent, top, stack = [-1] * len(starts), list(range(len(starts))), []
-    for j, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+    parent, top = [-1] * len(starts), list(range(len(starts)))
+    stack: list[int] = []
+    for j, s in enumerate(starts.tolist()):
         while stack and ends[stack[-1]] < s:
             stack.pop()
         if stack:

@@ -133,7 +133,8 @@ def _memory(i: int, r: Mapping, activation: Mapping) -> dict:
     steps = [{"cells": [str(s["step"]), s["device"], fig(f"{k}.steps.{j}.peak_allocated_bytes", s["peak_allocated_bytes"]),
                         fig(f"{k}.steps.{j}.max_reserved_bytes", s.get("max_reserved_bytes"))]}
              for j, s in enumerate(mt.get("steps") or [])]
-    allocs = [{"cells": [a["device"], a["op"], a.get("top_level_op", ""), fig(f"{k}.top_allocators.{j}.live_bytes", a["live_bytes"]),
+    allocs = [{"cells": [a["device"], a["op"], a.get("top_level_op", ""),
+                         fig(f"{k}.top_allocators.{j}.live_bytes", a["live_bytes"]),
                          fig(f"{k}.top_allocators.{j}.allocations", a.get("allocations")),
                          fig(f"{k}.top_allocators.{j}.share", a.get("share"))]}
               for j, a in enumerate(mt.get("top_allocators") or [])]

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 import tracekit
+from tests.helpers.data import gpu_trace
 from tracekit.analyzers.memory_timeline import BEFORE, NO_MEMORY, MemoryTimelineOptions, downsample, rank_memory
 from tracekit.formats.summary import decode_summary
-from tracekit.model.events import EventKind as K
 from tracekit.model.events import EventTable, memory_device_code, memory_device_label
-from tests.helpers.data import gpu_trace
 
 CUDA0, CPU = memory_device_code(1, 0), memory_device_code(0, -1)
 
