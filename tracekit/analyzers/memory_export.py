@@ -44,7 +44,8 @@ class ExportTimeline:
     def to_dict(self) -> dict:
         keep = downsample(self.allocated_bytes, self.max_points)
         notes = [] if len(keep) == len(self.t_us) else [
-            f"points downsampled: {len(keep)} of {len(self.t_us)} kept (the maximum and the last of each bucket)"]
+            f"points downsampled: {len(keep)} of {len(self.t_us)} kept (the maximum and the last of each bucket); "
+            "`--points N` sets the number"]
         return {"source": self.source, "events": self.events, "peak_allocated_bytes": self.peak_bytes,
                 "peak_us": float(self.t_us[self.peak]), "preexisting_bytes": self.preexisting_bytes,
                 "end_allocated_bytes": int(self.allocated_bytes[-1]),

@@ -88,7 +88,7 @@ class RankMemory:
         if self.downsampled:
             notes.append(f"points downsampled: {len(self.points)} of {self.points_total} kept (per device at most "
                          f"{self.max_points}: the maximum and the last event of each bucket, so every peak stays); "
-                         "analyze(memory_points=N) sets the number")
+                         "`--memory-points N` (analyze(memory_points=N)) sets the number")
         return {"available": True, "devices": [d.to_dict() for d in self.devices],
                 "steps": _records(self.steps), "points": pts, "points_total": self.points_total,
                 "max_points": self.max_points, "downsampled": self.downsampled,
@@ -193,11 +193,12 @@ def _allocators(label: str, live: np.ndarray, delta: np.ndarray, inner: np.ndarr
 
 
 def downsample(values: np.ndarray, limit: int) -> np.ndarray:
-    """Indices to keep: all when there are at most ``limit``; else per bucket its maximum and its last index."""
+    """Indices to keep: all when there are at most ``limit``; else the first and, per bucket, its maximum and its
+    last index: at most ``limit`` (at least 3) in all."""
     n = len(values)
-    if n <= limit or limit < 2:
+    if n <= max(limit, 3):
         return np.arange(n)
-    edges = np.linspace(0, n, limit // 2 + 1).astype(np.int64)
+    edges = np.linspace(0, n, max(1, (limit - 1) // 2) + 1).astype(np.int64)
     keep = [edges[1:] - 1]
     starts = edges[:-1]
     keep.append(starts + np.array([int(np.argmax(values[a:b])) for a, b in zip(starts.tolist(), edges[1:].tolist())]))

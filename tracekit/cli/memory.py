@@ -45,7 +45,7 @@ def model(seq, batch, hidden, heads, tp, cp, cp_kind, sp, recompute, attention, 
 
 @memory.command("timeline")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--points", type=click.IntRange(2, 10**6), default=1000, show_default=True,
+@click.option("--points", type=click.IntRange(3, 10**6), default=1000, show_default=True,
               help="Points of the curve kept in the JSON (the maximum and the last of each bucket).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def timeline(path, points, fmt) -> None:

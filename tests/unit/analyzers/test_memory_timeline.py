@@ -95,9 +95,11 @@ def test_downsample_keeps_every_bucket_maximum_and_the_ends():
     rng = np.random.default_rng(5)
     v = rng.integers(0, 10**6, 10_001)
     keep = downsample(v, 100)
-    assert len(keep) <= 101 and keep[0] == 0 and keep[-1] == len(v) - 1
+    assert len(keep) <= 100 and keep[0] == 0 and keep[-1] == len(v) - 1
+    for limit in (3, 4, 5, 99, 1000, 10_000):
+        assert len(downsample(v, limit)) <= limit and v[downsample(v, limit)].max() == v.max()
     assert v[keep].max() == v.max()
-    edges = np.linspace(0, len(v), 51).astype(int)
+    edges = np.linspace(0, len(v), 50).astype(int)
     for a, b in zip(edges[:-1], edges[1:]):
         assert v[a:b].max() in v[keep[(keep >= a) & (keep < b)]]
     assert (downsample(v[:50], 100) == np.arange(50)).all()
@@ -203,3 +205,19 @@ def test_real_summary_validates_and_downsamples(analysis):
     more = tracekit.analyze(tracekit.load(gpu_trace(TRACE)), memory_points=4000).memory[1].to_dict()
     lengths = {p["device"]: len(p["t_us"]) for p in more["points"]}
     assert lengths["cpu"] == 1240 and 2000 < lengths["cuda:1"] <= 4000 and more["downsampled"]
+
+
+def test_memory_points_option_on_the_command_line():
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    r = CliRunner().invoke(cli, ["analyze", gpu_trace(TRACE), "--format", "json", "--memory-points", "50"])
+    assert r.exit_code == 0, r.output
+    mt = json.loads(r.output)["ranks"][0]["memory_timeline"]
+    assert mt["max_points"] == 50 and all(len(p["t_us"]) <= 50 for p in mt["points"])
+    assert "--memory-points" in mt["notes"][0]
+    assert {p["device"]: max(p["allocated_bytes"]) for p in mt["points"]} == {
+        d["device"]: d["peak_allocated_bytes"] for d in mt["devices"]}
+    bad = CliRunner().invoke(cli, ["analyze", gpu_trace(TRACE), "--memory-points", "1"])
+    assert bad.exit_code == 2
