@@ -11,7 +11,7 @@ import pandas as pd
 
 from tracekit.loader.classify import HOST_COMM_OP, RuleSet
 from tracekit.loader.decode import Trace
-from tracekit.model.events import ABSENT, COLUMNS, EventKind as K, EventTable
+from tracekit.model.events import ABSENT, COLUMNS, EventKind as K, EventTable, memory_device_code
 
 from tracekit.model.traceset import ProcessGroup, RankInfo
 
@@ -124,6 +124,10 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact, name
     mem = np.flatnonzero(kind == K.MEMORY)
     cols["mem_bytes"][mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
     cols["mem_total"][mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
+    cols["mem_reserved"][mem] = _ints([args[i].mem_reserved if args[i] is not None else None for i in mem])
+    cols["mem_addr"][mem] = _ints([args[i].mem_addr if args[i] is not None else None for i in mem])
+    cols["mem_device"][mem] = [memory_device_code(*(_ints([getattr(args[i], k, None) if args[i] is not None else None])[0]
+                                                    for k in ("mem_dev_type", "mem_dev_id"))) for i in mem]
     cp = np.flatnonzero((kind == K.MEMCPY) | (kind == K.MEMSET))
     cols["mem_bytes"][cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
     cols["step"] = _assign_steps(cols, kind, name_uniques, name_codes, is_device)

@@ -45,8 +45,9 @@ def test_html_source_escapes_trace_strings(tmp_path):
     assert "&lt;script&gt;document.title=" in body
     assert "&lt;img src=x onerror=" in body
     assert "elementwise_kernel&lt;128, 2," in body
-    # only our own four script elements: the blob, plotly, the page script (and none from the data)
-    assert len(re.findall(r"<script\b", html)) == 3
+    # only our own script elements: the blob, plotly, the page script, the breakdowns' blob and chart script (and
+    # none from the data)
+    assert len(re.findall(r"<script\b", html)) == 5
     assert "https://" not in body and "cdn" not in body.lower()
 
 

@@ -9,12 +9,14 @@ from ..model.traceset import TraceSet
 from .base import Analyzer
 from .breakdowns import BreakdownAnalyzer
 from .memory_run import ActivationMemoryAnalyzer
+from .memory_timeline import MemoryTimelineAnalyzer
 from .overlap import restep
 from .run import Analysis, CommAnalyzer
 
 # In order: the communication analyzer resolves the steps; the analyzers after it see the tables with the steps it
 # resolved (duplicates, nesting, --window).
-ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer())
+ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer(),
+                                   MemoryTimelineAnalyzer())
 
 
 def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Analysis:
@@ -42,7 +44,8 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         from .critical_path import critical_paths
 
         paths = critical_paths(analysed, windows=options.get("window"), comm=results["comm"])
-    return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths)
+    return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths,
+                    memory=results["memory_timeline"])
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -14,6 +14,7 @@ from ..model.traceset import TraceSet
 from .breakdowns import RankBreakdowns
 from .collectives import CrossRank, cross_rank
 from .dimensions import dimension_map
+from .frames import AnalysisFrames
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .memory import ActivationComparison
 from .overlap import RankOverlap, rank_overlap, restep
@@ -173,9 +174,10 @@ def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Analysis:
+class Analysis(AnalysisFrames):
     """What ``tracekit.analyze`` returns: the analyzers' results and the run; ``to_dict()`` is the
-    ``tracekit.summary/1`` JSON contract (docs/summary-schema.md)."""
+    ``tracekit.summary/1`` JSON contract (docs/summary-schema.md); each of its tables is also a DataFrame
+    (``steps_frame()``, ``collectives_frame()``, ``kernel_frame()``, ... in tracekit.analyzers.frames)."""
 
     traces: TraceSet = field(repr=False)
     comm: CommResult
@@ -184,6 +186,7 @@ class Analysis:
     # critical_path.CriticalPaths (per step over all ranks) when analyze(critical_path=True); typed loosely because
     # the critical path builds on this module's CommAnalyzer
     critical: Any = None
+    memory: Mapping[int, Any] | None = None  # rank -> memory_timeline.RankMemory
 
     def to_dict(self) -> dict:
         from .summary_schema import build_summary
@@ -193,6 +196,8 @@ class Analysis:
         for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
             if r["rank"] in found:
                 r.update(found[r["rank"]].to_dict())
+            if self.memory and r["rank"] in self.memory:
+                r["memory_timeline"] = self.memory[r["rank"]].to_dict()
         if self.critical is not None:
             out["critical_path"] = self.critical.to_dict()
         if self.activation is not None:

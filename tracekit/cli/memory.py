@@ -41,3 +41,24 @@ def model(seq, batch, hidden, heads, tp, cp, cp_kind, sp, recompute, attention, 
                        attention=attention, bytes_per_element=DTYPE_BYTES[dtype], dropout=not no_dropout,
                        layernorm_stat_bytes=ln_stats_bytes)
     emit(estimate_memory(cfg, layers, vocab, tensors), fmt, indent=2)
+
+
+@memory.command("timeline")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--points", type=click.IntRange(3, 10**6), default=1000, show_default=True,
+              help="Points of the curve kept in the JSON (the maximum and the last of each bucket).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def timeline(path, points, fmt) -> None:
+    """Read torch.profiler's raw memory timeline (export_memory_timeline("x.raw.json.gz")): its peak and the
+    bytes of each category (parameter, activation, gradient, ...) at the peak."""
+    from ..analyzers.memory_export import read_export_timeline
+    from ..formats import core, units
+
+    tl = read_export_timeline(path, points)
+    if fmt == "json":
+        click.echo(core.dumps(tl.to_dict()))
+        return
+    click.echo(f"{tl.events} events, {len(tl.t_us)} timestamps; before profiling {units.size(tl.preexisting_bytes)}; "
+               f"peak {units.size(tl.peak_bytes)} at {units.duration(tl.t_us[tl.peak] - tl.t_us[0])} from the start")
+    for cat, nbytes in sorted(tl.category_bytes_at_peak().items(), key=lambda kv: -kv[1]):
+        click.echo(f"  {cat:<16} {units.size(nbytes):>12}  {units.percent(nbytes / tl.peak_bytes if tl.peak_bytes else None)}")

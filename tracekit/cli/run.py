@@ -35,15 +35,18 @@ from .output import emit
 @click.option("--activation-memory", is_flag=True,
               help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
                    "with the Korthikanti et al. model in the summary.")
+@click.option("--profile-memory", is_flag=True,
+              help="Record every allocation and free ([memory] events): the summary's memory timeline per device.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir):
+        out_dir, profile_memory=False):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.workloads.runner import run_workload
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1)
+                         activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1,
+                         profile_memory=profile_memory)
     if microbatches is None:
         per_dp = max(batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))

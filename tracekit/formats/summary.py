@@ -85,6 +85,67 @@ class StreamFigures(_Doc, kw_only=True):
     exposed_comm_us: Num
 
 
+Bytes = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
+
+
+class MemoryDevice(_Doc, kw_only=True):
+    """One device of ``ranks[].memory_timeline`` (docs/breakdowns.md, "Memory timeline")."""
+
+    device: str
+    events: Int
+    peak_allocated_bytes: Bytes
+    peak_reserved_bytes: Bytes = 0
+    max_reserved_bytes: Bytes = 0
+    peak_us: Num
+    peak_step: Int = -1
+    start_allocated_bytes: Bytes = 0
+    allocated_bytes: Bytes = 0
+    freed_bytes: Bytes = 0
+    mismatched_totals: Int = 0
+    unattributed_bytes: Bytes = 0
+
+
+class MemoryStepPeak(_Doc, kw_only=True):
+    step: Int
+    device: str
+    peak_allocated_bytes: Bytes
+    peak_reserved_bytes: Bytes = 0
+    max_reserved_bytes: Bytes = 0
+    peak_us: Num
+    events: Int = 0
+
+
+class MemoryPoints(_Doc, kw_only=True):
+    device: str
+    t_us: list[Num] = []
+    allocated_bytes: list[Bytes] = []
+    reserved_bytes: list[Bytes] = []
+
+
+class MemoryAllocator(_Doc, kw_only=True):
+    device: str
+    op: str
+    top_level_op: str = ""
+    live_bytes: Bytes
+    allocations: Int = 0
+    share: Num | None = None
+
+
+class MemoryTimeline(_Doc, kw_only=True):
+    """``ranks[].memory_timeline``: ``{"available": false, "reason": ...}`` without [memory] events."""
+
+    available: bool
+    reason: str | UnsetType = UNSET  # only when not available; the rest only when available
+    devices: list[MemoryDevice] | UnsetType = UNSET
+    steps: list[MemoryStepPeak] | UnsetType = UNSET
+    points: list[MemoryPoints] | UnsetType = UNSET
+    points_total: Int | UnsetType = UNSET
+    max_points: Int | UnsetType = UNSET
+    downsampled: bool | UnsetType = UNSET
+    top_allocators: list[MemoryAllocator] | UnsetType = UNSET
+    notes: list[str] | UnsetType = UNSET
+
+
 class RankSection(_Doc, kw_only=True):
     rank: Rank
     steps: list[StepFigures] = []
@@ -98,6 +159,7 @@ class RankSection(_Doc, kw_only=True):
     busy_partition: dict[str, Any] | UnsetType = UNSET
     idle_breakdown: dict[str, Any] | UnsetType = UNSET
     launch_stats: dict[str, Any] | UnsetType = UNSET
+    memory_timeline: MemoryTimeline | UnsetType = UNSET  # from profile_memory=True traces
 
 
 class RunSection(_Doc, kw_only=True):

@@ -27,7 +27,7 @@ _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
 _COPY_CATS = MEMCPY_CATS  # kinds MEMCPY / MEMSET, every generation
 _EXACT_LIMIT = 2**53 / 1000.0
 _PARTS = ("ts", "dur", "pid", "tid", "correlation", "external", "dev_arg", "has_coll", "name", "cat",
-          "mem_bytes", "mem_total")
+          "mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
 
 
 class TableBuilder:
@@ -126,6 +126,8 @@ class TableBuilder:
         mem_bytes[cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
         p["mem_bytes"].append(mem_bytes)
         p["mem_total"].append(mem_total)
+        for key, col in memory_columns(n, mem, args).items():
+            p[key].append(col)
         self.rows += n
 
     def _issues_collective(self, name: str) -> bool:
@@ -177,7 +179,8 @@ class TableBuilder:
         cols.update(ts_ns=p["ts"] + np.int64(base_ns), dur_ns=p["dur"], kind=kind.astype(np.int8), device=device,
                     pid=pid, stream=tid, name_id=name_map[name_codes], cat_id=cat_map[cat_codes],
                     correlation=p["correlation"], external_id=p["external"], mem_bytes=p["mem_bytes"],
-                    mem_total=p["mem_total"])
+                    mem_total=p["mem_total"], mem_reserved=p["mem_reserved"], mem_addr=p["mem_addr"],
+                    mem_device=p["mem_device"].astype(np.int16))
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
         comm_from_launch_context(cols, names, name_codes)
         assumed = fill_collectives(cols, strings, self.coll_args, names, name_codes, world_group=not named_groups)
@@ -185,7 +188,7 @@ class TableBuilder:
 
 
 _OWN = {"ts_ns", "dur_ns", "kind", "device", "pid", "stream", "name_id", "cat_id", "correlation", "external_id",
-        "mem_bytes", "mem_total", "step"}
+        "mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device", "step"}
 _JOIN_DTYPES = {"ts": np.int64, "dur": np.int64, "name": np.int32, "cat": np.int32, "has_coll": bool}
 
 
@@ -193,6 +196,20 @@ def _join(parts: list[np.ndarray], key: str) -> np.ndarray:
     if not parts:
         return np.empty(0, dtype=_JOIN_DTYPES.get(key, np.int64))
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def memory_columns(n: int, mem: list[int], args: list) -> dict[str, np.ndarray]:
+    """Total Reserved, Addr and the device (``model.events.memory_device_code``) of the [memory] rows ``mem``."""
+    a = [args[i] for i in mem]
+    reserved, addr = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
+    reserved[mem] = _ints([x.mem_reserved if x is not None else None for x in a])
+    addr[mem] = _ints([x.mem_addr if x is not None else None for x in a])
+    kind = _ints([x.mem_dev_type if x is not None else None for x in a])
+    dev = _ints([x.mem_dev_id if x is not None else None for x in a])
+    device = np.full(n, ABSENT, np.int64)
+    ok = (kind >= 0) & (kind < 127) & (dev >= -1) & (dev < 255)
+    device[np.asarray(mem, dtype=np.int64)[ok]] = kind[ok] * 256 + dev[ok] + 1
+    return {"mem_reserved": reserved, "mem_addr": addr, "mem_device": device}
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

@@ -36,6 +36,10 @@ class Args(msgspec.Struct):
     name: str | None = None  # thread_name / process_name metadata events
     mem_bytes: IntOrStr | None = msgspec.field(default=None, name="Bytes")
     mem_total: IntOrStr | None = msgspec.field(default=None, name="Total Allocated")
+    mem_reserved: IntOrStr | None = msgspec.field(default=None, name="Total Reserved")
+    mem_addr: IntOrStr | None = msgspec.field(default=None, name="Addr")
+    mem_dev_type: IntOrStr | None = msgspec.field(default=None, name="Device Type")
+    mem_dev_id: IntOrStr | None = msgspec.field(default=None, name="Device Id")
     copy_bytes: IntOrStr | None = msgspec.field(default=None, name="bytes")
     # shapes and dtypes of a host op's inputs (record_shapes): a collective's size when its kernel has no args
     input_dims: list | None = msgspec.field(default=None, name="Input Dims")

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 3  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo
+SCHEMA_VERSION = 4  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo;
+# 4: the [memory] address, reserved bytes and device
 
 
 class EventKind(enum.IntEnum):
@@ -68,6 +69,9 @@ COLUMNS: dict[str, np.dtype] = {
     # memory columns ([memory] events) and copy sizes
     "mem_bytes": np.dtype(np.int64),  # [memory] Bytes (signed delta), memcpy/memset bytes
     "mem_total": np.dtype(np.int64),  # [memory] Total Allocated
+    "mem_reserved": np.dtype(np.int64),  # [memory] Total Reserved
+    "mem_addr": np.dtype(np.int64),  # [memory] Addr (an allocation and its free share it)
+    "mem_device": np.dtype(np.int16),  # [memory] Device Type * 256 + Device Id + 1 (memory_device_label)
 }
 
 STRING_COLUMNS = tuple(c for c in COLUMNS if c.endswith("_id") and c != "external_id")
@@ -188,6 +192,25 @@ class EventTable:
         df = pd.DataFrame(data)
         df["kind"] = pd.Categorical.from_codes(df["kind"].astype(int), [k.name for k in EventKind])
         return df
+
+
+MEMORY_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 20: "privateuse1"}  # c10::DeviceType
+
+
+def memory_device_code(device_type: int, device_id: int) -> int:
+    """The ``mem_device`` code of a [memory] event (-1 when the event does not say; ids beyond 254 are not real)."""
+    if not (0 <= device_type < 127 and -1 <= device_id < 255):
+        return ABSENT
+    return device_type * 256 + device_id + 1
+
+
+def memory_device_label(code: int) -> str:
+    """``cpu``, ``cuda:1``, ... for a ``mem_device`` code; ``unknown`` for -1."""
+    if code < 0:
+        return "unknown"
+    kind, dev = divmod(int(code), 256)
+    name = MEMORY_DEVICE_TYPES.get(kind, f"device_type{kind}")
+    return name if dev == 0 else f"{name}:{dev - 1}"
 
 
 def _default(column: str) -> int:

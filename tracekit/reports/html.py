@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..formats import units
 from ..formats.contract import CORE_STEP_KEYS
-from . import charts, view
+from . import charts, html_breakdowns, view
 from .base import StreamReporter, check_summary
 from .timeline_drawing import DEFAULT_MAX_EVENTS, Timeline, prepare
 from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
@@ -111,5 +111,7 @@ class HtmlReporter(StreamReporter):
     def write(self, doc: Any, stream: IO[Any], *, timeline: Mapping | None = None, verdict: Mapping | None = None,
               max_timeline_events: int = DEFAULT_MAX_EVENTS, **_: Any) -> tuple[str, ...]:
         ctx = context(doc, timeline, verdict, max_timeline_events)
+        ctx.update(html_breakdowns.context(doc))  # the single-rank breakdowns (templates/breakdowns.html)
+        ctx["breakdowns_json"] = json_for_script(ctx["breakdowns_data"])
         stream.write(_env().get_template("report.html").render(**ctx))
         return tuple(ctx["notes"])

@@ -39,6 +39,7 @@ class WorkloadConfig:
     dropout: float = 0.1
     chunks: int = 2
     activation_memory: bool = False
+    profile_memory: bool = False  # [memory] events in the traces: the summary's memory_timeline
     seed: int = 0
     bucket_numel: int | None = None
     pp: int | None = None  # pipeline stages (workload pp: the layers split into stages, 1F1B over microbatches)

@@ -107,7 +107,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     if profiled:
         with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
                      model=layers, model_dims=cfg.model_dims(device.type),
-                     activation_memory=cfg.activation_memory, workload=cfg.workload) as prof:
+                     activation_memory=cfg.activation_memory, workload=cfg.workload,
+                     profile_memory=cfg.profile_memory) as prof:
             for i in range(total):
                 one_step(i)
                 prof.step()
