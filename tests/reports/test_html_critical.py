@@ -98,3 +98,34 @@ def test_report_with_critical_path_in_browser(browser, tmp_path):
         page.screenshot(ARTIFACTS / "report-critical-path.png")
     finally:
         page.close()
+
+
+def test_hostile_names_on_the_path_and_in_the_table_stay_text(browser, tmp_path):
+    from tests.helpers.report_fixtures import BOLD_NAME, XSS_IMG, XSS_SCRIPT, make_summary, make_timeline
+    from tests.helpers.report_page import open_report
+
+    summary = make_summary(n_ranks=2, n_steps=3, per_step=4)
+    segs = [_seg(0, 10, "host", XSS_SCRIPT), _seg(10, 30, "compute", XSS_IMG), _seg(40, 5, "comm_transfer", BOLD_NAME)]
+    section = _summary(segs)["critical_path"]
+    section["steps"][1]["step"] = 1  # make_timeline's step
+    section["steps"][1]["verdict"] = f"step 1: 100 % {XSS_SCRIPT}"
+    section["whatif"] = {"steps": 2, "replay_error": 0.0125, "notes": [XSS_IMG], "answers": [
+        {"question": "no change (identity replay)", "specs": [], "measured_us": 45.0, "predicted_us": 45.0,
+         "saving_share": 0.0, "notes": []},
+        {"question": f"{BOLD_NAME} communication free", "specs": [f"comm:{BOLD_NAME}=0"], "measured_us": 45.0,
+         "predicted_us": 40.0, "saving_share": 5 / 45, "notes": [XSS_SCRIPT]}]}
+    summary["critical_path"] = section
+    _, page = open_report(browser, tmp_path, summary, "critical-hostile", timeline=make_timeline(n_ranks=2))
+    try:
+        assert page.errors() == []
+        assert page.eval("window.__tk_pwned === undefined") is True
+        assert page.eval("document.body.dataset.criticalRendered") == "3"
+        text = page.eval("document.getElementById('whatif').innerText + document.getElementById('critical-path').innerText")
+        assert XSS_SCRIPT in text and XSS_IMG in text and BOLD_NAME in text and "1.250%" in text
+        assert page.eval("document.querySelectorAll('main script, main img, main b').length") == 0
+        check_numbers(page, summary)
+        hover = page.eval("""JSON.stringify(document.getElementById('chart-timeline').data
+            .filter(t => t.name.startsWith('path: ')).map(t => t.customdata.map(c => c[4])))""")
+        assert "&lt;script&gt;" in hover and "<script>" not in hover  # escaped before plotly reads it as HTML
+    finally:
+        page.close()
