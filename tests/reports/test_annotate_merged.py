@@ -108,13 +108,14 @@ def _by_rank(merged: dict) -> tuple[dict[int, list], dict[int, dict]]:
 
 @pytest.mark.slow
 def test_every_rank_in_one_trace_on_the_corrected_clock(tmp_path, gloo_run, monkeypatch):
-    decoded_sizes = []
-    real_decode = perfetto_merge._EVENT.decode
+    decoded = []
+    real = perfetto_merge._EVENTS_CHUNK
 
     class Recording:
-        def decode(self, raw):
-            decoded_sizes.append(len(raw))
-            return real_decode(raw)
+        def decode(self, data):
+            chunk = real.decode(data)
+            decoded.append(len(chunk))
+            return chunk
 
     real_loads = json.loads
 
@@ -124,13 +125,14 @@ def test_every_rank_in_one_trace_on_the_corrected_clock(tmp_path, gloo_run, monk
         return real_loads(s, *a, **k)
 
     with monkeypatch.context() as m:
-        m.setattr(perfetto_merge, "_EVENT", Recording())
+        m.setattr(perfetto_merge, "_EVENTS_CHUNK", Recording())
+        m.setattr(perfetto_merge, "CHUNK_EVENTS", 100)
         m.setattr(json, "load", refuse)
         m.setattr(json, "loads", refuse)
         out = _merge(tmp_path, [gloo_run])
     inputs = _inputs(gloo_run)
     total = sum(len(d["traceEvents"]) for d in inputs.values())
-    assert len(decoded_sizes) == total and max(decoded_sizes) < 64 * 1024  # one event at a time
+    assert sum(decoded) == total and max(decoded) == 100  # the events a chunk at a time, never the whole array
 
     merged = _doc(out)  # the plain reader
     offsets = _offsets([gloo_run])

@@ -8,9 +8,9 @@ clock offset, tracekit.analyzers.clocks, and its own ``baseTimeNanoseconds`` tak
 or more; a string id gets ``r<rank>:`` in front). Every other field is written as the rank's trace has it.
 
 Ranks are streamed one at a time: a rank's trace is read through the loader's pass-through (its bytes, the loader's
-limits), its events array split into one raw slice per event, and each event decoded, moved and encoded on its own
-into the (gzip) output. No trace is ever decoded whole into Python objects, and the output goes to a temporary
-file next to the target that replaces it only when complete.
+limits), its events array split into one raw slice per event, and the events decoded, moved and encoded
+CHUNK_EVENTS at a time into the (gzip) output. No trace is ever decoded whole into Python objects, and the output
+goes to a temporary file next to the target that replaces it only when complete.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ PID_STRIDE = 1000  # pids of rank r: (r + 1) * PID_STRIDE + i
 LINK_ARGS = ("correlation", "External id")
 MERGED_MEMBER = "tracekit_merged"  # the top-level member that says how each rank was moved
 _EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
-_EVENT = msgspec.json.Decoder(float_hook=float)
-CHUNK_EVENTS = 4096  # events encoded per write
+_EVENTS_CHUNK = msgspec.json.Decoder(list, float_hook=float)
+CHUNK_EVENTS = 4096  # events decoded, moved and encoded at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +61,9 @@ class MergedTrace:
 
 
 def _link(value: Any, rank: int, stride: int) -> Any:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    if value.__class__ is int:
         return value * stride + rank
-    if isinstance(value, str):
+    if value.__class__ is str:
         return f"r{rank}:{value}"
     return value
 
@@ -86,26 +84,34 @@ class _Rank:
             new = self.pids[pid] = (self.rank + 1) * PID_STRIDE + len(self.pids)
         return new
 
-    def event(self, e: dict) -> dict:
+    def event(self, e: Any) -> Any:
+        """``e`` moved onto the merged clock, its pid and link ids renumbered (in place; not an object: as is)."""
+        if e.__class__ is not dict:
+            return e
         ph = e.get("ph")
         if "pid" in e:
-            e["pid"] = self.pid(e["pid"])
-        ts = e.get("ts")
-        if ph != "M" and isinstance(ts, (int, float)) and not isinstance(ts, bool):
-            e["ts"] = ts + self.shift_us
-        for k in ("id", "bind_id"):
-            if k in e:
-                e[k] = _link(e[k], self.rank, self.stride)
+            p = e["pid"]
+            e["pid"] = self.pids.get(p) or self.pid(p)
+        if ph != "M":
+            ts = e.get("ts")
+            if ts.__class__ is float or ts.__class__ is int:
+                e["ts"] = ts + self.shift_us
+        if "id" in e:
+            e["id"] = _link(e["id"], self.rank, self.stride)
+        if "bind_id" in e:
+            e["bind_id"] = _link(e["bind_id"], self.rank, self.stride)
         args = e.get("args")
-        if isinstance(args, dict):
-            for k in LINK_ARGS:
-                if k in args:
-                    args[k] = _link(args[k], self.rank, self.stride)
-            if ph == "M" and e.get("name") == "process_name" and "pid" in e:
-                args["name"] = f"rank {self.rank} · {args.get('name', '')}".rstrip(" ·")
-                self.named.add(e["pid"])
-            elif ph == "M" and e.get("name") == "process_sort_index" and "pid" in e:
-                args["sort_index"] = e["pid"]
+        if args.__class__ is dict:
+            if "correlation" in args:
+                args["correlation"] = _link(args["correlation"], self.rank, self.stride)
+            if "External id" in args:
+                args["External id"] = _link(args["External id"], self.rank, self.stride)
+            if ph == "M" and "pid" in e:
+                if e.get("name") == "process_name":
+                    args["name"] = f"rank {self.rank} · {args.get('name', '')}".rstrip(" ·")
+                    self.named.add(e["pid"])
+                elif e.get("name") == "process_sort_index":
+                    args["sort_index"] = e["pid"]
         return e
 
     def labels(self) -> list[dict]:
@@ -138,14 +144,10 @@ def merged_parts(doc: MergedTrace, notes: list[str]):
         except msgspec.DecodeError as exc:
             raise TraceFormatError(f"rank {mr.rank} ({mr.source}): traceEvents is not a list of events ({exc})") from None
         rw = _Rank(mr, stride)
-        for i in range(0, len(raws), CHUNK_EVENTS):
-            out = []
-            for raw in raws[i:i + CHUNK_EVENTS]:
-                e = _EVENT.decode(raw)
-                out.append(_ENCODER.encode(rw.event(e)) if isinstance(e, dict) else bytes(raw))
-            if out:
-                yield (b"" if first else b",") + b",".join(out)
-                first = False
+        for i in range(0, len(raws), CHUNK_EVENTS):  # a chunk of events decoded at a time, never the whole array
+            chunk = _EVENTS_CHUNK.decode(b"[" + b",".join(raws[i:i + CHUNK_EVENTS]) + b"]")
+            yield (b"" if first else b",") + _ENCODER.encode([rw.event(e) for e in chunk])[1:-1]
+            first = False
         labels = rw.labels()
         if labels:
             yield (b"" if first else b",") + b",".join(_ENCODER.encode(e) for e in labels)
