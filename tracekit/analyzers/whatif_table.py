@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..formats import units
 from ..model.traceset import TraceSet
 from .critical_path import CriticalPaths
 from .graph import HOST_CHAIN, TRANSFER, Graph
@@ -68,8 +69,8 @@ def slowest_rank(g: Graph) -> tuple[int, float, str] | None:
     others = float(np.median([v for k, v in totals.items() if k != r]))
     if totals[r] <= 0 or others >= totals[r]:
         return None
-    why = (f"rank {r} has {totals[r] / 1e3:,.1f} µs of host time in the steps, the other ranks a median of "
-           f"{others / 1e3:,.1f} µs")
+    why = (f"rank {r} has {units.duration(totals[r] / 1e3)} of host time in the steps, the other ranks a median of "
+           f"{units.duration(others / 1e3)}")
     return r, others / totals[r], why
 
 
