@@ -26,6 +26,7 @@ from tracekit.gate import DiffResult, GateReport, RunMetrics, diff, parse_budget
 from tracekit.reports import REPORTERS, get_reporter
 from tracekit.reports.junit import write_junit
 from tracekit.reports.perfetto import TraceAnnotation
+from tracekit.reports.perfetto_merge import MergedTrace, MergeRank
 from tracekit.reports.workload import WorkloadDigest
 
 
@@ -45,7 +46,17 @@ def documents() -> dict[type, object]:
     trace = {"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0}]}
     return {Mapping: s, GateReport: run_gate(run, budgets=(parse_budget("overlap_ratio>=0.1"),)),
             DiffResult: diff(run, run), Inventory: inv, ModelEstimate: estimate_memory(MemoryConfig(64, 2, 64, 8)),
-            WorkloadDigest: digest, TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]})}
+            WorkloadDigest: digest, TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
+            MergedTrace: _merged(trace)}
+
+
+def _merged(trace: dict) -> MergedTrace:
+    import msgspec
+
+    from tracekit.loader.passthrough import TraceBytes
+
+    raw = TraceBytes({"traceEvents": msgspec.Raw(json.dumps(trace["traceEvents"]).encode())}, frozenset({1}))
+    return MergedTrace([MergeRank(r, lambda: raw, 1000 * r) for r in (0, 1)], 0, {"critical path": [[1.0, 2.0]]})
 
 
 def _document_for(r) -> object:

@@ -18,6 +18,7 @@ device work ends (plus the measured return latency).
 
 from __future__ import annotations
 
+import fnmatch
 import warnings
 
 import numpy as np
@@ -191,9 +192,8 @@ def _windows(t, ts, end, windows, pid, pstart, plane):
     if windows is None:
         m = t.mask_kind(EventKind.STEP)
         ids = t["step"][m].astype(np.int64)
-    else:
-        sid = t.string_id(windows)
-        m = (t["name_id"] == sid) & (t["device"] < 0) if sid >= 0 else np.zeros(len(t), bool)
+    else:  # as the analysis' --window (analyzers.steps): exact name or glob, nested instances merged
+        m = _outermost(t, ts, end, (t["device"] < 0) & np.isin(t["name_id"], _matching_ids(t, windows)))
         ids = np.argsort(np.argsort(ts[m], kind="stable"), kind="stable").astype(np.int64)
     rows = np.flatnonzero(m)
     _, first = np.unique(ids, return_index=True)
@@ -203,6 +203,23 @@ def _windows(t, ts, end, windows, pid, pstart, plane):
     e_node = piece_at(pid, pstart, plane, lanes, end[rows] - 1)
     ok = (s_node >= 0) & (e_node >= 0)
     return ids[ok], s_node[ok], e_node[ok], ts[rows][ok], end[rows][ok]
+
+
+def _matching_ids(t: EventTable, name: str) -> np.ndarray:
+    return np.array([i for i, s in enumerate(t.strings) if s == name or fnmatch.fnmatchcase(s, name)], np.int32)
+
+
+def _outermost(t: EventTable, ts: np.ndarray, end: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``m`` without the instances that lie inside an earlier (or longer, same-start) one: a window nested in
+    another is part of it, as in the analysis' step plan."""
+    rows = np.flatnonzero(m)
+    rows = rows[np.lexsort((-(end[rows] - ts[rows]), ts[rows]))]
+    reach = np.maximum.accumulate(end[rows]) if len(rows) else end[rows]
+    inside = np.zeros(len(rows), bool)
+    inside[1:] = end[rows][1:] <= reach[:-1]
+    out = np.zeros(len(m), bool)
+    out[rows[~inside]] = True
+    return out
 
 
 def _whole_trace_window(pid, pstart, plane, parts: _Parts):

@@ -42,8 +42,11 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
     paths = None
     if critical_path:  # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
         from .critical_path import critical_paths
+        from .graph import build_graph
+        from .whatif_table import CriticalSection, obvious_questions
 
-        paths = critical_paths(analysed, windows=options.get("window"), comm=results["comm"])
+        graph = build_graph(analysed, options.get("window"), results["comm"])  # once, for the path and the what-ifs
+        paths = CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
     return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths,
                     memory=results["memory_timeline"])
 

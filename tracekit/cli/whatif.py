@@ -18,9 +18,11 @@ from .common import build_load_options
                    "annotation:NAME=F (host time inside an annotation), rank:R:host=F. Repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @analysis_options
-def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, **load_kw):
+def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critical_path, **load_kw):
     """Re-time the dependency graph of every step (all ranks) with changed durations, keeping every dependency;
-    with no --set, the replay of the unchanged graph (its error says how complete the graph is)."""
+    with no --set, the replay of the unchanged graph (its error says how complete the graph is). --window: the
+    instances of an annotation are the steps, as on `tracekit analyze`."""
+    del critical_path  # whatif always finds the critical path; the flag is shared with analyze
     from ..analyzers.critical_path import critical_paths
     from ..analyzers.graph import build_graph
     from ..analyzers.run import CommAnalyzer, CommOptions
@@ -30,8 +32,9 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, **load_kw):
 
     parsed = [Spec.parse(s) for s in specs]  # a bad spec is a usage error before any trace is read
     ts = load([str(p) for p in path], options=build_load_options(**load_kw), executor=executor)
-    comm = CommAnalyzer().run(ts, CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks))
-    graph = build_graph(ts, None, comm)
+    comm = CommAnalyzer().run(ts, CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks,
+                                              window=window))
+    graph = build_graph(ts, window, comm)
     result = run_whatif(ts, parsed, graph=graph)
     paths = critical_paths(ts, graph=graph)
     after = critical_paths(ts, graph=graph, specs=parsed) if parsed else None

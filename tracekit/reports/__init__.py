@@ -22,6 +22,7 @@ from .junit import JUnitReporter
 from .markdown import MarkdownReporter
 from .memory import MemoryTable
 from .perfetto import PerfettoReporter
+from .perfetto_merge import MergedPerfettoReporter
 from .terminal import SummaryTable
 from .workload import WorkloadText
 
@@ -38,6 +39,7 @@ REPORTERS: tuple[Reporter, ...] = (
     DiffText(),           # gate.DiffResult          -> text     `diff`
     WorkloadText(),       # reports.workload.WorkloadDigest -> text `run`
     PerfettoReporter(),   # reports.perfetto.TraceAnnotation -> perfetto `annotate`
+    MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
 )
 
 

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..formats import units
 from ..formats.contract import CORE_STEP_KEYS
-from . import charts, html_breakdowns, view
+from . import charts, html_breakdowns, html_critical, view
 from .base import StreamReporter, check_summary
 from .timeline_drawing import DEFAULT_MAX_EVENTS, Timeline, prepare
 from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
@@ -69,6 +69,8 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
     data: dict[str, Any] = {"dims": charts.by_dimension(summary), "heatmap": charts.heatmap(summary),
             "top": charts.top_collectives(summary, TOP_COLLECTIVES), "stragglers": charts.stragglers(summary),
             "memory": charts.memory(summary), "timeline": tl.to_dict()}
+    data.update(html_critical.data(summary, data["timeline"], max_events))
+    notes += [n for n in [html_critical.downsample_note(data["critical"])] if n]
     steps = sorted({r["step"] for r in tl.ranks if r.get("step") is not None})
     data["timeline"]["reading"] = (
         f"Step {', '.join(map(str, steps)) or '—'} on {len(tl.ranks)} ranks: exposed communication (red) is where "
@@ -84,8 +86,8 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "unrecognised": view.table(summary, "unrecognised_kernels", UNRECOGNISED_FIELDS),
         "memory": _memory_rows(summary),
         "warnings": list(summary.get("warnings") or []), "notes": notes, "verdict": view.verdict(verdict), "data": data,
-        "data_json": json_for_script(data), "plotly_js": plotly_js(), "report_js": _asset("report.js"),
-        "report_css": _asset("report.css"), "max_events": max_events,
+        "data_json": json_for_script(data), "plotly_js": plotly_js(), "report_js": _asset("report.js") + _asset("critical.js"),
+        "report_css": _asset("report.css"), "max_events": max_events, **html_critical.context(summary),
     }
 
 

@@ -37,12 +37,14 @@ def _free_pid(used: Collection) -> int:
     return pid
 
 
-def _lanes(intervals: Sequence[Sequence[float]], name: str) -> list[list[tuple[float, float]]]:
-    """Greedy interval partitioning: each interval into the first lane that is free at its start."""
-    lanes: list[list[tuple[float, float]]] = []
-    for iv in sorted((float(s), float(e)) for s, e, *_ in intervals):
+def _lanes(intervals: Sequence[Sequence], name: str) -> list[list[tuple[float, float, Mapping | None]]]:
+    """Greedy interval partitioning: each interval into the first lane that is free at its start. An interval
+    may carry a third element, ``{"name": ..., "args": {...}}``: its event's name and args."""
+    lanes: list[list[tuple[float, float, Mapping | None]]] = []
+    ivs = [(float(x[0]), float(x[1]), x[2] if len(x) > 2 and isinstance(x[2], Mapping) else None) for x in intervals]
+    for iv in sorted(ivs, key=lambda t: (t[0], t[1])):
         if not iv[1] >= iv[0]:
-            raise ConfigError(f"annotate: track {name!r}: interval {list(iv)} ends before it starts")
+            raise ConfigError(f"annotate: track {name!r}: interval {list(iv[:2])} ends before it starts")
         lane = next((ln for ln in lanes if ln[-1][1] <= iv[0]), None)
         if lane is None:
             lanes.append([iv])
@@ -65,8 +67,9 @@ def added_events(pid: int, tracks: Mapping[str, Sequence[Sequence[float]]],
             tid += 1
             label = name if k == 0 else f"{name} #{k + 1}"
             added += [_meta(pid, tid, "thread_name", label), _meta(pid, tid, "thread_sort_index", tid)]
-            added += [{"ph": "X", "cat": "tracekit", "name": name, "pid": pid, "tid": tid, "ts": s, "dur": e - s,
-                       "args": {"track": name}} for s, e in lane]
+            added += [{"ph": "X", "cat": "tracekit", "name": str(x.get("name", name)) if x else name, "pid": pid,
+                       "tid": tid, "ts": s, "dur": e - s, "args": {"track": name, **(x.get("args") or {} if x else {})}}
+                      for s, e, x in lane]
     return added
 
 
@@ -204,3 +207,29 @@ def tracks_from_intervals(intervals: Sequence[Sequence], collectives: Sequence[M
         tracks.setdefault(f"comm {c.get('dimension') or 'unknown'}", []).append(
             [float(c["start_us"]), float(c["start_us"]) + float(c["dur_us"])])
     return tracks
+
+
+CRITICAL_TRACK = "critical path"
+
+
+def critical_track(steps: Iterable, shift_ns: int) -> dict[str, list]:
+    """The critical path (``critical_path.StepPath`` objects) as one track: one event per segment, named by its kind
+    (so Perfetto colours the kinds apart), with its rank, lane, op name and step in args. ``shift_ns`` is added to
+    the segments' times (absolute ns on the reference rank's clock) to give the target trace's time base: for a
+    rank's own trace, its clock offset minus its ``baseTimeNanoseconds``; segments shorter than 1 ns are left out."""
+    out = []
+    for st in steps:
+        for seg in st.segments:
+            if seg.dur_ns <= 0:
+                continue
+            s = seg.start_ns + shift_ns
+            args = {"rank": seg.rank, "lane": seg.lane, "op": seg.name, "step": st.step}
+            if seg.dimension:
+                args["dimension"] = seg.dimension
+            out.append([_us(s), _us(s + seg.dur_ns), {"name": seg.kind, "args": args}])
+    return {CRITICAL_TRACK: out}
+
+
+def _us(ns: int) -> float:
+    q, r = divmod(int(ns), 1000)
+    return q + r / 1e3

@@ -127,3 +127,52 @@ def prepare(summary: Mapping, timeline: Mapping | None, max_events: int = DEFAUL
         ranks.append({"rank": r["rank"], "step": r.get("step"), "window_us": list(r.get("window_us", [])),
                       "intervals": {c: np.round(a - t0, 3).tolist() for c, a in merged.items()}})
     return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0))
+
+
+
+PATH_KINDS = ("compute", "comm_transfer", "comm_wait", "host", "memcpy", "idle")
+
+
+def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_MAX_EVENTS) -> dict | None:
+    """The critical path of ``step`` (the timeline's step; the first step when it has no path) as one lane of the
+    timeline, from the summary's ``critical_path`` section (``report --critical-path``): bars
+    ``[start_us, dur_us, kind, rank, lane, name]`` from the step's start (its earliest window start over ranks, on
+    the reference rank's clock). Above ``max_events`` segments, consecutive segments of one kind become one bar,
+    and if that is still too many, bars of one kind closer than a gap are merged as the timeline's are
+    (``merge_gap_us`` says how far); ``shown`` and ``total`` count bars and segments."""
+    section = summary.get("critical_path") or {}
+    steps = section.get("steps") or []
+    if not steps:
+        return None
+    chosen = next((s for s in steps if s.get("step") == step), steps[0])
+    t0 = min((float(s["start_us"]) for s in chosen.get("segments") or []), default=0.0)
+    bars = [[float(s["start_us"]) - t0, float(s["dur_us"]), s["kind"], s.get("rank"), s.get("lane", ""),
+             str(s.get("name", "")) + (f" [{s['dimension']}]" if s.get("dimension") else "")]
+            for s in chosen.get("segments") or [] if float(s["dur_us"]) > 0]
+    total = len(bars)
+    if total > max_events:
+        bars = _runs(bars)
+    gap = None
+    if len(bars) > max_events:
+        series = [np.asarray([[b[0], b[0] + b[1]] for b in bars if b[2] == k], np.float64).reshape(-1, 2)
+                  for k in PATH_KINDS]
+        gap = merge_gap(series, max_events)
+        bars = [[float(a), float(e - a), k, None, "", "(merged)"]
+                for k, arr in zip(PATH_KINDS, series) for a, e in _merge(arr, gap)]
+    return {"step": chosen.get("step"), "verdict": chosen.get("verdict", ""), "length_us": chosen.get("length_us"),
+            "segments": [[round(b[0], 3), round(b[1], 3), *b[2:]] for b in bars], "shown": len(bars), "total": total,
+            "merge_gap_us": 0.0 if gap is None else max(gap, 0.0)}
+
+
+def _runs(bars: list[list]) -> list[list]:
+    """Consecutive bars of one kind, each touching the next, as one bar named after its first."""
+    out: list[list] = []
+    for b in bars:
+        last = out[-1] if out else None
+        if last is not None and last[2] == b[2] and abs(last[0] + last[1] - b[0]) < 1e-6:
+            last[1] = b[0] + b[1] - last[0]
+            if not last[5].endswith(" …"):
+                last[5] += " …"
+            continue
+        out.append(list(b))
+    return out

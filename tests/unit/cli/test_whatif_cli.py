@@ -33,3 +33,43 @@ def test_table_and_identity():
 def test_a_bad_spec_is_a_usage_error():
     res = _run("--set", "comm:tp")
     assert res.exit_code == 2 and "expected comm:DIM=F" in res.output
+
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
+
+
+def _json(*args):
+    res = CliRunner().invoke(cli, [*args, "--no-cache", "--executor", "serial", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_window_gives_the_steps_the_analysis_gives():
+    """--window as on analyze (exact name or glob): each step's measured time equals the analysis' host window
+    of the same --window (the step plan: an independent path from the graph's windows)."""
+    for trace, window in (("kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz", "ProfilerStep#*"),
+                          ("kineto-gpu-more/critical-path-alexnet.json.gz", "*|measure|forward]")):
+        path = os.path.join(DATA, trace)
+        got = _json("whatif", path, "--window", window)
+        steps = _json("analyze", path, "--window", window)["ranks"][0]["steps"]
+        assert [(s["step"], s["measured_us"]) for s in got["steps"]] == [(s["step"], s["host_wall_us"]) for s in steps]
+        assert got["replay_error"] == 0.0 and got["steps"]
+    plain = _json("whatif", os.path.join(DATA, "kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz"))
+    assert [s["step"] for s in plain["steps"]] == [4, 5, 6]  # ProfilerStep numbers without --window
+
+
+def test_window_nested_instances_merge_into_the_enclosing_one():
+    from tests.helpers.tables import ev, table, traceset
+    from tracekit.analyzers.whatif import whatif as run_whatif
+
+    host = dict(stream=1, device=-1)
+    ts = traceset({0: table([ev("ANNOTATION", 0, 1000, name="fwd", **host), ev("ANNOTATION", 100, 200, name="fwd", **host),
+                             ev("ANNOTATION", 2000, 500, name="fwd-2", **host),
+                             ev("CPU_OP", 10, 50, name="aten::mm", **host)])})
+    r = run_whatif(ts, windows="fwd*")
+    assert [(s.step, s.measured_ns) for s in r.steps] == [(0, 1000), (1, 500)]
+
+
+def test_window_that_matches_nothing_is_one_line():
+    res = CliRunner().invoke(cli, ["whatif", TRACE, "--no-cache", "--executor", "serial", "--window", "no-such"])
+    assert res.exit_code == 3 and "no-such" in res.output and len(res.output.strip().splitlines()) == 1
