@@ -11,9 +11,10 @@ subtree holds that module (``layers=``: modules, a {index: module} mapping, or t
 default: the model's top-level children). Bytes: see :mod:`.saved_bytes` (a storage counts once while it
 lives; parameters are not activations). A step with several microbatches (gradient accumulation, a pipeline
 schedule) saves each microbatch's tensors anew: a layer's bytes are the sum over the step's microbatches, also
-where a later microbatch reuses the addresses of an earlier one's freed storages. Peak per step: CUDA ``torch.cuda.max_memory_allocated``; CPU the profiler's
-``[memory]`` allocation events, summed as deltas from the step's start (``peak="none"`` when a profiler is
-already running: then call :func:`.activation_result.peak_from_memory_events` with its events).
+where a later microbatch reuses the addresses of an earlier one's freed storages. Peak per step: CUDA
+``torch.cuda.max_memory_allocated``; CPU the profiler's ``[memory]`` allocation events, summed as deltas from
+the step's start (``peak="none"`` when a profiler is already running: then call
+:func:`.activation_result.peak_from_memory_events` with its events).
 """
 
 from __future__ import annotations
