@@ -8,14 +8,18 @@
 Saved tensors come from ``torch.autograd.graph.saved_tensors_hooks``; each is attributed to the innermost
 module running when it was saved (a module stack kept by forward pre/post hooks) and to the layer whose
 subtree holds that module (``layers=``: modules, a {index: module} mapping, or the name of a ModuleList;
-default: the model's top-level children). Bytes: see :mod:`.saved_bytes` (a storage counts once; parameters
-are not activations). Peak per step: CUDA ``torch.cuda.max_memory_allocated``; CPU the profiler's
-``[memory]`` allocation events, summed as deltas from the step's start (``peak="none"`` when a profiler is
-already running: then call :func:`.activation_result.peak_from_memory_events` with its events).
+default: the model's top-level children). Bytes: see :mod:`.saved_bytes` (a storage counts once while it
+lives; parameters are not activations). A step with several microbatches (gradient accumulation, a pipeline
+schedule) saves each microbatch's tensors anew: a layer's bytes are the sum over the step's microbatches, also
+where a later microbatch reuses the addresses of an earlier one's freed storages. Peak per step: CUDA
+``torch.cuda.max_memory_allocated``; CPU the profiler's ``[memory]`` allocation events, summed as deltas from
+the step's start (``peak="none"`` when a profiler is already running: then call
+:func:`.activation_result.peak_from_memory_events` with its events).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,8 +34,9 @@ from ..model.activation import (
     peak_from_profiler,
     summarize_step,
 )
-from .saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
+from .saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key, storage_ref, tensor_ref
 
+log = logging.getLogger("tracekit.activation")
 PEAK_MODES = ("auto", "cuda", "profiler", "none")
 
 
@@ -70,6 +75,7 @@ class ActivationMemoryRecorder:
         self._hooks: Any = None
         self._prof: Any = None
         self._cuda_base = 0
+        self._failed = False
 
     # -- context -------------------------------------------------------------------------------------------
     def __enter__(self) -> ActivationMemoryRecorder:
@@ -114,21 +120,31 @@ class ActivationMemoryRecorder:
             self._stack.pop()
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Always hands autograd the tensor: a failure to count it is one logged warning, never the run's."""
+        try:
+            self._count(tensor)
+        except Exception as err:
+            if not self._failed:
+                self._failed = True
+                log.warning("tracekit: rank %s: activation memory could not count a saved tensor (%s: %s); "
+                            "the figures of this step undercount", self.rank, type(err).__name__, err)
+        return tensor
+
+    def _count(self, tensor: torch.Tensor) -> None:
         self._active = True
         if _in_backward() or is_parameter_derived(tensor, self._param_keys):
-            return tensor  # recomputation inside backward (checkpointing) is not what the step keeps
+            return  # recomputation inside backward (checkpointing) is not what the step keeps
         try:
-            key, (start, end) = storage_key(tensor), byte_extent(tensor)
+            key, (start, end), ref = storage_key(tensor), byte_extent(tensor), storage_ref(tensor)
         except (RuntimeError, NotImplementedError):  # no plain storage (a wrapper subclass): count its own bytes
-            key, (start, end) = ("opaque", id(tensor)), (0, tensor.numel() * tensor.element_size())
-        counted = self._union.add(key, start, end)
+            key, (start, end), ref = ("opaque", id(tensor)), (0, tensor.numel() * tensor.element_size()), tensor_ref(tensor)
+        counted = self._union.add(key, start, end, ref)
         module = self._stack[-1] if self._stack else self.model
         layer = next((self._roots[id(m)][0] for m in reversed(self._stack) if id(m) in self._roots), None)
         self._records.append(SavedTensorRecord(
             module=self._names.get(id(module), type(module).__name__), layer=layer, shape=tuple(tensor.shape),
             dtype=str(tensor.dtype).removeprefix("torch."), nbytes=tensor.numel() * tensor.element_size(),
             counted_bytes=counted, produced_by=tensor.grad_fn.name() if tensor.grad_fn is not None else ""))
-        return tensor
 
     # -- steps and peaks -----------------------------------------------------------------------------------
     def _start_step(self) -> None:

@@ -57,7 +57,10 @@ class ActivationSession:
         return self
 
     def step(self) -> None:
-        self.recorder.step()
+        try:
+            self.recorder.step()
+        except Exception as err:
+            log.warning("tracekit: rank %d: activation memory could not close a step: %s", self.rank, err)
 
     def collect_peaks(self, prof) -> None:
         if self.cuda:

@@ -74,7 +74,7 @@ def _pipeline_lines(doc: WorkloadDigest) -> list[str]:
     lines.append("(bubble: 1 - compute / wall of the stage's steps; 1F1B: (p-1)/(m+p-1))")
     if held:
         lines.append("(in flight: microbatches whose activations a stage held at once, 1F1B model p-s; the per-layer "
-                     "table above undercounts under pp: later microbatches reuse the addresses of freed ones)")
+                     "table above sums each layer over the step's microbatches: the model at the rank's whole batch)")
     return lines
 
 
