@@ -166,7 +166,8 @@ def column(field: str, values: list[Number | None]) -> tuple[str, list[str]]:
     header (``("ms", ["682.6", "1.3", "—"])``): the cells hold bare numbers, so a column stays narrow and never
     mixes ms with s. Durations keep four significant digits of the largest value; counts stay integers."""
     kind = unit_of(field)
-    top = max((abs(float(v)) for v in values if not _missing(v)), default=0.0)
+    nums = [None if v is None or _missing(v) else float(v) for v in values]
+    top = max((abs(v) for v in nums if v is not None), default=0.0)
     if kind == "us":
         unit, scale = ("s", 1e6) if top >= 1e6 else ("ms", 1e3) if top >= 1e3 else ("µs", 1.0)
         digits = 1 if unit == "µs" or top / scale >= 100 else 2 if top / scale >= 10 else 3
@@ -178,5 +179,5 @@ def column(field: str, values: list[Number | None]) -> tuple[str, list[str]]:
     elif kind == "gbps":
         unit, scale, digits = "GB/s", 1.0, 2
     else:
-        return "", [NA if _missing(v) else f"{int(v)}" for v in values]
-    return unit, [NA if _missing(v) else f"{float(v) / scale:.{digits}f}" for v in values]
+        return "", [NA if v is None else f"{int(v)}" for v in nums]
+    return unit, [NA if v is None else f"{v / scale:.{digits}f}" for v in nums]

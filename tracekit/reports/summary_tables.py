@@ -90,13 +90,13 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
                  for r in ranks]
     # the multi-stream column shows by default only where it has something to say, and then with its meaning
     multi = any(float(r["totals"].get("multi_stream_comm_us") or 0.0) > 0 for r in ranks)
-    spec = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
+    spec: list[Col] = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
     out = [_section("per rank (totals over complete steps)", rank_rows, (Col("rank"), Col("steps", DROPPABLE), *spec), wide,
                     full_names, (MULTI_STREAM_NOTE,) if wide or multi else ())]
     cols = summary.get("collectives") or []
     picked = [cols[i] for i in view.top_exposed(summary, top)]
     memory = (summary.get("activation_memory") or {}).get("layers") or []
-    for title, rows, spec in (
+    for title, rows, table_cols in (
         ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS),
         (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS),
         ("stragglers (who arrives last)", summary.get("stragglers") or [], STRAGGLER_COLS),
@@ -106,7 +106,7 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
         ("activation memory per layer: measured vs model", memory, MEMORY_COLS),
     ):
         if rows:
-            out.append(_section(title, rows, spec, wide, full_names))
+            out.append(_section(title, rows, table_cols, wide, full_names))
     out += breakdown_sections(ranks, top=top, wide=wide, full_names=full_names)
     return out
 
