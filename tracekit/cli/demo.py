@@ -19,6 +19,9 @@ from ..reports.safe_text import printable
 @click.option("--overlap/--no-overlap", default=True, show_default=True)
 def demo(out_dir, workload, tp, cp, steps, overlap):
     """Run, profile, analyse and report a real multi-process workload on CPU."""
+    from ..collectors.need_torch import require_torch
+
+    require_torch("tracekit demo")
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
     from ..formats import units

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..collectors.workloads.config import DTYPES, WorkloadConfig
+from ..model.dtypes import WORKLOAD_TORCH_NAMES
 from .output import emit
 
 
@@ -23,7 +23,7 @@ from .output import emit
 @click.option("--hidden", type=int, default=64, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
 @click.option("--batch", type=int, default=2, show_default=True)
-@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="fp32", show_default=True)
+@click.option("--dtype", type=click.Choice(sorted(WORKLOAD_TORCH_NAMES)), default="fp32", show_default=True)
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help="Chunked/async collectives scheduled under independent compute.")
 @click.option("--steps", type=int, default=3, show_default=True, help="Profiled steps.")
@@ -34,6 +34,10 @@ from .output import emit
 def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
         out_dir):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
+    from ..collectors.need_torch import require_torch
+
+    require_torch("tracekit run")
+    from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
