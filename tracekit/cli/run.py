@@ -31,14 +31,19 @@ from .output import emit
               help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
                    "with the Korthikanti et al. model in the summary.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
 def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir):
+        out_dir, verbose):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
 
     require_torch("tracekit run")
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
+    from .progress import progress
+
+    if verbose:
+        os.environ["TRACEKIT_VERBOSE"] = "1"  # read by the spawned ranks (collectors/quiet.py)
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
@@ -46,7 +51,8 @@ def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap,
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{', overlap' if overlap else ''})")
-    result = run_workload(cfg, out_dir)
+    with progress(f"running {lay.world_size} ranks"):
+        result = run_workload(cfg, out_dir)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command
     if rank != 0:
         click.echo(f"rank {rank}: trace written to {result.out_dir}; rank 0 prints the summary")
@@ -81,5 +87,8 @@ def digest(result):
     from ._analysis import analysis_from_traces
 
     comparison, warnings = activation_from_dir(result.out_dir) if result.activation_paths else (None, ())
-    summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
+    from .progress import progress
+
+    with progress("loading and analysing the traces"):
+        summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
     return WorkloadDigest(result, summary, comparison, warnings, bool(result.activation_paths))

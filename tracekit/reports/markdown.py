@@ -74,7 +74,8 @@ def render_summary_markdown(summary: Any, top: int = 10, wide: bool = False, ful
 
     lines = ["## tracekit analyze", ""] + [f"- {_cell(x)}" for x in st.headline_lines(summary)] + [""]
     for s in st.build(summary, top=top, wide=wide, full_names=full_names):
-        lines += [f"### {_cell(s.title)}", "", "| " + " | ".join(_cell(h) for h in s.headers) + " |",
+        # titles and headers are tracekit's own words; the cells may hold names from a trace
+        lines += [f"### {s.title}", "", "| " + " | ".join(s.headers) + " |",
                   "|" + "|".join("---:" if n else "---" for n in s.numeric) + "|"]
         lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in s.rows]
         lines += [""] + [f"_{_cell(n)}_" for n in s.notes] + ([""] if s.notes else [])

@@ -19,6 +19,7 @@ from .safe_text import printable
 
 DEFAULT_WIDTH = 160  # not a terminal and no $COLUMNS: a CI log or a file, read at leisure
 MIN_NAME = 24  # a kernel name column is never cut below this
+FULL_NAME = 60  # with full_names, a name column folds its signatures at no less than this
 
 
 def output_width(stream: Any = None, width: int | None = None) -> int:
@@ -66,8 +67,9 @@ def _print_section(con, section: st.Section, width: int, wide: bool, full_names:
     con.width = max(width, need)  # --wide / --full-names may need more than the width: never fold a number
     con.print(_table(section, keep, widths, fold=full_names))
     con.width = width
-    for note in section.notes:
-        con.print(escape(printable(note)))
+    for note in section.notes:  # a note that explains a column left out goes with it
+        if not any(section.headers[i].startswith(note.split(":", 1)[0]) for i in left_out):
+            con.print(escape(printable(note)))
     gone = [f"{', '.join(section.headers[i] for i in empty)} (no values)"] if empty else []
     gone += [f"{', '.join(left_out)} (at {width} columns; --wide shows them)"] if left_out else []
     if gone:
@@ -92,7 +94,7 @@ def fit(section: st.Section, width: int, *, compact: bool = True, cut_names: boo
 
     for i in keep:
         if section.flex[i] and total() > width:
-            floor = max(MIN_NAME if cut_names else 8, cell_len(section.headers[i]))
+            floor = max(MIN_NAME if cut_names else FULL_NAME, cell_len(section.headers[i]))
             widths[i] = max(floor, widths[i] - (total() - width))
     droppable = section.droppable or (False,) * len(widths)
     while compact and total() > width and any(droppable[i] for i in keep):
