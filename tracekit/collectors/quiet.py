@@ -11,6 +11,7 @@ those: tracebacks, warnings and every other line still arrive, whole and in orde
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import sys
@@ -80,10 +81,8 @@ def restore() -> None:
     """Put the real stderr back under fd 2 and let the filter copy what is left (at exit, or in a test)."""
     while _installed:
         saved, _read_fd, t = _installed.pop()
-        try:
+        with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
         os.dup2(saved, 2)  # closes the pipe's last write end: the pump sees the end and drains
         t.join(timeout=5)
         os.close(saved)
