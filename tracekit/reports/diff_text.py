@@ -46,5 +46,5 @@ def render_text(result: DiffResult) -> str:
                          f"{_pair(r.a.get('comm_us'), r.b.get('comm_us')):>22} "
                          f"{_pair(r.a.get('wait_us'), r.b.get('wait_us')):>20}")
             if r.reasons:
-                lines.append(f"{'':<4}{'why' if r.exposed_delta_us >= 0 else 'why less'}: " + "; ".join(r.reasons))
+                lines.append(f"{'':<4}why: " + "; ".join(r.reasons))
     return "\n".join(lines) + "\n"
