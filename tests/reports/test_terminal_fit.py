@@ -164,3 +164,18 @@ def test_warnings_are_grouped_once_with_a_count():
     got = group_warnings(ws)
     assert got == [ws[0] + " (×5: 5 files)", "rank 3: 2 device events have no launch record (×2: ranks 3, 7)",
                    "the run has no manifest"]
+
+
+def test_a_column_left_out_takes_its_explanation_along():
+    from tests.helpers.report_fixtures import make_summary
+
+    s = make_summary(n_ranks=3, n_steps=2, per_step=4)
+    s["ranks"][0]["totals"]["multi_stream_comm_us"] = 1500.0  # the column shows only when it has something to say
+    narrow, roomy = (" ".join(render_text(s, width=w).split()) for w in (80, 200))
+    assert "comm on 2+ streams: time during which" not in narrow
+    assert re.search(r"not shown: [^\n]*?comm on 2\+ streams ms \(at 80 columns; --wide shows them\)", narrow)
+    assert "comm on 2+ streams: time during which" in roomy
+    (row, *_) = [t for t in tables(render_text(s, width=200)) if t["title"].startswith("per rank")]
+    assert "comm on 2+ streams ms" in row["header"][0]
+    s["ranks"][0]["totals"]["multi_stream_comm_us"] = 0.0
+    assert "comm on 2+ streams" not in render_text(s, width=200)  # nothing to say: neither column nor note

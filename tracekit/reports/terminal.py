@@ -68,7 +68,7 @@ def _print_section(con, section: st.Section, width: int, wide: bool, full_names:
     con.print(_table(section, keep, widths, fold=full_names))
     con.width = width
     for note in section.notes:  # a note that explains a column left out goes with it
-        if not any(section.headers[i].startswith(note.split(":", 1)[0]) for i in left_out):
+        if not any(h.startswith(note.split(":", 1)[0]) for h in left_out):
             con.print(escape(printable(note)))
     gone = [f"{', '.join(section.headers[i] for i in empty)} (no values)"] if empty else []
     gone += [f"{', '.join(left_out)} (at {width} columns; --wide shows them)"] if left_out else []
