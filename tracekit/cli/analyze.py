@@ -32,7 +32,10 @@ def _write(data: str, out: str | None) -> None:
 @analysis_options
 def analyze(path, fmt, out, timeline_out, width, wide, full_names, top, **analysis):
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
-    result = analysis_from_traces(path, **analysis)
+    from .progress import progress
+
+    with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
+        result = analysis_from_traces(path, **analysis)
     summary = result.to_dict()
     if timeline_out:
         with open(timeline_out, "w", encoding="utf-8") as f:  # opened first: an analysis error leaves it empty
