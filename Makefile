@@ -9,11 +9,17 @@ DEMO_OUT ?= out/demo
 
 .PHONY: demo test venv browser clean bench gate lint
 
-$(VENV)/.installed: pyproject.toml
+# What the demo runs: the package and torch (no test extra: neither HTA nor JupyterLab).
+$(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,lint]'
+	$(PY) -m pip install -q -e '.[collect]'
+	touch $@
+
+# Everything the tests and the linters use, on top of it.
+$(VENV)/.installed: $(VENV)/.demo-installed
+	$(PY) -m pip install -q -e '.[collect,test,lint]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -22,7 +28,7 @@ venv: $(VENV)/.installed
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: browser tests will fail"; }
 
-demo: venv
+demo: $(VENV)/.demo-installed
 	$(VENV)/bin/tracekit demo --out $(DEMO_OUT)
 
 test: venv browser

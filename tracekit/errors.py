@@ -37,3 +37,9 @@ class SummaryFormatError(TracekitError):
 
 class IncomparableRunsError(TracekitError):
     """Two runs that differ in layout, world size, workload or device type: the gate refuses to compare them."""
+
+
+class MissingDependencyError(TracekitError):
+    """A command needs an optional package that is not installed (torch for the collectors)."""
+
+    exit_code = 4

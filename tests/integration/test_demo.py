@@ -2,6 +2,7 @@
 summary JSON and HTML report, with every parallel dimension attributed."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_runs_end_to_end(tmp_path):
     out = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "tracekit", "demo", "--out", str(out), "--steps", "2"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "100"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # no stray lines: Kineto's USDT/STAGE chatter stays out, stderr holds only tracekit's notes, the tables fit
+    assert not [x for x in (r.stdout + r.stderr).splitlines() if x.startswith(("USDT:", "STAGE:"))]
+    assert all(x.startswith("tracekit: note: ") for x in r.stderr.splitlines()), r.stderr
+    assert max(len(x) for x in r.stdout.splitlines() if x[:1] in "┏┃┡│└") <= 100  # paths may be longer
     summary = json.loads((out / "summary.json").read_text())
     assert [x["rank"] for x in summary["ranks"]] == [0, 1, 2, 3]
     assert all(len(x["steps"]) == 2 for x in summary["ranks"])

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 from tests.helpers.data import GPU, real_trace
 from tests.helpers.report_fixtures import make_summary, make_timeline
 from tests.helpers.report_page import summary_value
+from tests.reports.test_terminal import check, tables
 from tracekit.cli import cli
+from tracekit.reports.summary_tables import LABELS
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import headline, rank_totals
 
@@ -53,12 +55,13 @@ def test_annotate_with_tracks_file(tmp_path):
 
 def test_terminal_shows_the_same_figures_as_the_html(tmp_path):
     s = make_summary(n_ranks=3, hostile=True)
-    text = render_text(s, width=200)
+    text = render_text(s, width=200, wide=True)
     for f in headline(s):
         assert f"{f.label}: {f.text}" in text
-    for r in rank_totals(s):
+    rows = tables(text)["per rank (totals over complete steps)"]  # one unit per column: compared within rounding
+    for r, row in zip(rank_totals(s), rows):
         for c in r["cells"]:
-            assert c.text in text
+            check(row[LABELS[c.label]], c.value)
     assert "<script>document.title=" in text  # shown literally, rich markup escaped
 
 

@@ -101,7 +101,7 @@ def test_suffix_selects_among_the_reporters_of_the_document():
     assert get_reporter(out="gate.xml", document=GateReport).format == "junit"
     assert get_reporter(out="gate.md", document=GateReport).format == "markdown"
     assert get_reporter(out="ann.json.gz", document=TraceAnnotation).format == "perfetto"
-    with pytest.raises(ConfigError, match=r"known: html \(\.html\), json \(\.json\)$"):
+    with pytest.raises(ConfigError, match=r"known: html \(\.html\), json \(\.json\), markdown \(\.md\)$"):
         get_reporter(out="r.txt")
     with pytest.raises(ConfigError):
         get_reporter("junit")  # not a reporter of a summary

@@ -31,8 +31,13 @@ def parse(text: str):
     return float(digits) * scale, 0.5 * 10.0 ** -decimals * scale * 1.000001
 
 
+HEADER_UNIT = re.compile(r"^(.*?) (µs|ms|s|%|B|KiB|MiB|GiB|GB/s)$")
+
+
 def tables(text: str) -> dict[str, list[dict]]:
-    """Rich tables by title -> rows as {header: cell}; the title is the line before the top border."""
+    """Rich tables by title -> rows as {label: cell}; the title is the line before the top border. A numeric
+    column names its unit in the header (``wall ms``): the row is keyed by the label and the cell gets the unit
+    back (``"1.230 ms"``), so that ``parse`` reads every cell the same way."""
     out, lines = {}, text.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("┏"):
@@ -42,9 +47,10 @@ def tables(text: str) -> dict[str, list[dict]]:
                     break
                 cells = [c.strip() for c in row.strip("┃│").split("┃" if row.startswith("┃") else "│")]
                 if row.startswith("┃"):
-                    headers = cells
+                    headers = [(m.group(1), m.group(2)) if (m := HEADER_UNIT.match(h)) else (h, None) for h in cells]
                 elif row.startswith("│"):
-                    rows.append(dict(zip(headers, cells)))
+                    rows.append({label: (f"{c} {unit}" if unit and c != "—" else c)
+                                 for (label, unit), c in zip(headers, cells)})
             out[title] = rows
     return out
 
@@ -63,21 +69,23 @@ def test_analyze_table_equals_the_json_summary(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     out = tmp_path / "t.txt"
-    res = runner.invoke(cli, ["analyze", "--no-cache", "--executor", "serial", "--width", "260", "--out", str(out),
-                              TRACE])
+    res = runner.invoke(cli, ["analyze", "--no-cache", "--executor", "serial", "--width", "260", "--wide", "--out",
+                              str(out), TRACE])
     assert res.exit_code == 0, res.output
     t = tables(out.read_text())
-    (row,) = t["per rank (totals over steps)"]
+    (row,) = t["per rank (totals over complete steps)"]
     tot = d["ranks"][0]["totals"]
-    for key in ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us", "idle_us", "memcpy_us",
-                "multi_stream_comm_us", "overlap_ratio"):
-        check(row[key.removesuffix("_us").replace("_", " ")], tot[key])
+    for key, label in (("wall_us", "wall"), ("compute_us", "compute"), ("comm_us", "comm"), ("hidden_comm_us", "hidden"),
+                       ("exposed_comm_us", "exposed"), ("idle_us", "idle"), ("memcpy_us", "memcpy"),
+                       ("multi_stream_comm_us", "comm on 2+ streams"), ("overlap_ratio", "overlap")):
+        check(row[label], tot[key])
     dims = t["by dimension and op (summed over ranks)"]
     assert [(r["dimension"], r["op"]) for r in dims] == [(x["dimension"], x["op"]) for x in d["by_dimension"]]
     for r, x in zip(dims, d["by_dimension"]):
         assert int(r["count"]) == x["count"]
-        for key in ("bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "busbw_gbps"):
-            check(r[key.removesuffix("_us").replace("_", " ")], x[key])
+        for key, label in (("bytes", "bytes"), ("comm_us", "comm"), ("hidden_comm_us", "hidden"),
+                           ("exposed_comm_us", "exposed"), ("wait_us", "wait"), ("busbw_gbps", "busbw")):
+            check(r[label], x[key] or None if key == "bytes" else x[key])  # an unknown (0) size reads —
     top = t["top 10 exposed collectives"]
     want = sorted(d["collectives"], key=lambda c: -c["exposed_us"])[:10]
     assert len(top) == 10
@@ -90,22 +98,22 @@ def test_analyze_table_equals_the_json_summary(tmp_path):
 def test_every_section_of_a_hand_built_summary():
     s = make_summary(n_ranks=3, n_steps=2, per_step=4, hostile=True)
     s["ranks"][1]["wait_us"] = 123.5
-    t = tables(render_text(s, width=260))
-    for r, x in zip(t["per rank (totals over steps)"], s["ranks"]):
-        check(r["exposed comm"], x["totals"]["exposed_comm_us"])
+    t = tables(render_text(s, width=260, wide=True))
+    for r, x in zip(t["per rank (totals over complete steps)"], s["ranks"]):
+        check(r["exposed"], x["totals"]["exposed_comm_us"])
         check(r["wait"], x.get("wait_us"))
     for r, x in zip(t["stragglers (who arrives last)"], s["stragglers"]):
-        check(r["total caused wait"], x["total_caused_wait_us"])
-        check(r["mean lateness"], x["mean_lateness_us"])
+        check(r["caused wait"], x["total_caused_wait_us"])
+        check(r["mean late"], x["mean_lateness_us"])
     for r, x in zip(t["clock offsets (against the lowest rank)"], s["clock_offsets"]):
         assert int(r["rank"]) == x["rank"]
         check(r["offset"], x["offset_us"])
-        check(r["spread"], x["spread_us"])
+        check(r["±"], x["spread_us"])
     mem = t["activation memory per layer: measured vs model"]
     assert len(mem) == 2
     for r, x in zip(mem, s["activation_memory"]["layers"]):
-        check(r["measured bytes"], x["measured_bytes"])
-        check(r["model bytes"], x["model_bytes"])
+        check(r["measured"], x["measured_bytes"])
+        check(r["modelled"], x["model_bytes"])
     assert len(t["unrecognised kernels on communication streams (a comm rule may be missing)"]) == 2
 
 

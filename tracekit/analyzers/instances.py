@@ -12,6 +12,7 @@ import pandas as pd
 from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo
 from . import intervals as iv
+from .names import short_name
 
 _STR = ("op", "pg_name", "pg_desc", "pg_ranks", "pg_members", "name", "dimension")
 _INT = ("rank", "step", "group_size", "seq", "stream", "start_ns", "end_ns", "bytes", "hidden_ns", "src_rank",
@@ -102,7 +103,8 @@ class UnrecognisedKernel:
     streams: tuple[int, ...]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "count": self.count, "total_us": self.total_ns / 1e3, "streams": list(self.streams)}
+        return {"name": self.name, "short_name": short_name(self.name), "count": self.count,
+                "total_us": self.total_ns / 1e3, "streams": list(self.streams)}
 
 
 def unrecognised_kernels(table: EventTable, top: int = 10, comm_share: float = 0.5) -> list[UnrecognisedKernel]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.traceset import TraceSet
+from .names import short_name
 
 
 def _num(x) -> float | None:
@@ -130,7 +131,8 @@ def _collectives(df: pd.DataFrame, multi: bool) -> list[dict]:
     for r in df.sort_values(["rank", "start_ns"], kind="stable").itertuples(index=False):
         out.append({"rank": int(r.rank), "step": int(r.step), "op": r.op or "unknown", "pg_name": r.pg_name,
                     "pg_desc": r.pg_desc, "dimension": r.dimension, "seq": int(r.seq), "stream": int(r.stream),
-                    "name": r.name, "start_us": r.start_ns / 1e3, "dur_us": r.dur_ns / 1e3, "bytes": int(r.bytes),
+                    "name": r.name, "short_name": short_name(r.name or ""),
+                    "start_us": r.start_ns / 1e3, "dur_us": r.dur_ns / 1e3, "bytes": int(r.bytes),
                     "hidden_us": r.hidden_ns / 1e3, "exposed_us": r.exposed_ns / 1e3,
                     "wait_us": _us(r.wait_ns) if multi else None, "transfer_us": _us(r.transfer_ns) if multi else None,
                     "skew_us": _us(r.skew_ns) if multi else None,

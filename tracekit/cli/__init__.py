@@ -25,9 +25,40 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# `tracekit --help` lists these without importing the command modules (which import pandas, pyarrow, ...);
+# a command missing here is imported for its help as before.
+SHORT_HELP: dict[str, str] = {
+    "info": "Ranks, steps, event counts, streams, process groups and communication found in PATH.",
+    "report": "Write a self-contained HTML report (or JSON) of the traces.",
+    "annotate": "Add exposed/hidden communication tracks to a trace, for Perfetto.",
+    "memory": "Activation memory: the analytical model.",
+    "analyze": "Hidden vs exposed communication per rank, step, collective, dimension.",
+    "baseline": "Write the summary of a run as a baseline for `check`.",
+    "check": "The CI gate: compare a run with a baseline and budgets.",
+    "diff": "Compare run A (before) with run B (after).",
+    "run": "Run and profile a reference workload (needs torch).",
+    "demo": "Run, profile, analyse and report a real gloo workload (needs torch).",
+    "whatif": "Re-time the dependency graph of every step with changed costs.",
+}
+
+
 class _Group(click.Group):
     def list_commands(self, ctx):
         return [name for name, _ in COMMANDS]
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            text = SHORT_HELP.get(name)
+            if text is None:
+                cmd = self.get_command(ctx, name)
+                if cmd is None or cmd.hidden:
+                    continue
+                text = cmd.get_short_help_str(limit=formatter.width - 6 - max(len(n) for n in self.list_commands(ctx)))
+            rows.append((name, text))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx, name):
         for cmd_name, target in COMMANDS:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import click
 
 from ._analysis import analysis_from_traces, analysis_options
@@ -20,15 +18,24 @@ def _write(data: str, out: str | None) -> None:
 
 @click.command()
 @click.argument("path", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
+              help="table (terminal), json (the tracekit.summary/1 document) or markdown (for issues and CI job "
+                   "summaries).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output to FILE.")
 @click.option("--timeline-out", type=click.Path(dir_okay=False), default=None,
               help="Also write the tracekit.timeline/1 JSON (one representative step per rank) for `report --timeline`.")
-@click.option("--width", type=int, default=None, help="Table width in columns (default: the terminal's, 160 to a file).")
+@click.option("--width", type=click.IntRange(min=40), default=None,
+              help="Table width in columns (default: the terminal's; else $COLUMNS; else 160).")
+@click.option("--wide", is_flag=True, help="Show every column (the default view leaves the rarely needed ones out).")
+@click.option("--full-names", is_flag=True, help="Whole kernel signatures instead of short names.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the top-N tables.")
 @analysis_options
-def analyze(path, fmt, out, timeline_out, width, **analysis):
+def analyze(path, fmt, out, timeline_out, width, wide, full_names, top, **analysis):
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
-    result = analysis_from_traces(path, **analysis)
+    from .progress import progress
+
+    with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
+        result = analysis_from_traces(path, **analysis)
     summary = result.to_dict()
     if timeline_out:
         with open(timeline_out, "w", encoding="utf-8") as f:  # opened first: an analysis error leaves it empty
@@ -36,4 +43,10 @@ def analyze(path, fmt, out, timeline_out, width, **analysis):
     if fmt == "json":
         _write(text(summary, "json", indent=2), out)
         return
-    _write(text(summary, "table", width=width or (160 if out else shutil.get_terminal_size().columns)), out)
+    from ..reports.terminal import DEFAULT_WIDTH, output_width
+
+    options = {"top": top, "wide": wide, "full_names": full_names}
+    if fmt == "markdown":
+        _write(text(summary, "markdown", **options), out)
+        return
+    _write(text(summary, "table", width=width or (DEFAULT_WIDTH if out else output_width()), **options), out)

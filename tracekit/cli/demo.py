@@ -3,6 +3,7 @@ CPU (gloo), its traces, the analysis, the JSON summary and the HTML report."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -17,14 +18,22 @@ from ..reports.safe_text import printable
 @click.option("--cp", type=int, default=2, show_default=True)
 @click.option("--steps", type=int, default=3, show_default=True)
 @click.option("--overlap/--no-overlap", default=True, show_default=True)
-def demo(out_dir, workload, tp, cp, steps, overlap):
+@click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
+def demo(out_dir, workload, tp, cp, steps, overlap, verbose):
     """Run, profile, analyse and report a real multi-process workload on CPU."""
+    from ..collectors.need_torch import require_torch
+
+    require_torch("tracekit demo")
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
     from ..formats import units
+    from ..reports.terminal import output_width
     from ._analysis import analysis_from_traces
     from .output import text, write
+    from .progress import progress
 
+    if verbose:
+        os.environ["TRACEKIT_VERBOSE"] = "1"  # read by the spawned ranks (collectors/quiet.py)
     out = Path(out_dir)
     traces = out / "traces"
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, seq=128, hidden=128, heads=8, layers=2, batch=2,
@@ -32,11 +41,13 @@ def demo(out_dir, workload, tp, cp, steps, overlap):
     lay = cfg.validate()
     click.echo(f"tracekit demo: {workload} on {lay.world_size} CPU processes (gloo), tp{lay.tp} cp{lay.cp}, "
                f"{'overlap' if overlap else 'no overlap'}, {steps} profiled steps")
-    result = run_workload(cfg, traces)
+    with progress(f"running {lay.world_size} ranks"):
+        result = run_workload(cfg, traces)
     click.echo(f"traces: {len(result.trace_paths)} rank traces and run.json in {traces}")
-    analysis = analysis_from_traces([str(traces)], executor="serial")
+    with progress("loading and analysing the traces"):
+        analysis = analysis_from_traces([str(traces)], executor="serial")
     summary = analysis.to_dict()
-    click.echo(text(summary, "table"))
+    click.echo(text(summary, "table", width=output_width()), nl=False)
     summary_path = out / "summary.json"
     write(summary, "json", summary_path, indent=1, newline=False)
     html = out / "report.html"

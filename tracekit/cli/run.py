@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..collectors.workloads.config import DTYPES, WorkloadConfig
+from ..model.dtypes import WORKLOAD_TORCH_NAMES
 from .output import emit
 
 
@@ -28,7 +28,7 @@ from .output import emit
 @click.option("--hidden", type=int, default=64, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
 @click.option("--batch", type=int, default=2, show_default=True)
-@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="fp32", show_default=True)
+@click.option("--dtype", type=click.Choice(sorted(WORKLOAD_TORCH_NAMES)), default="fp32", show_default=True)
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help="Chunked/async collectives scheduled under independent compute.")
 @click.option("--steps", type=int, default=3, show_default=True, help="Profiled steps.")
@@ -38,10 +38,19 @@ from .output import emit
 @click.option("--profile-memory", is_flag=True,
               help="Record every allocation and free ([memory] events): the summary's memory timeline per device.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
 def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir, profile_memory=False):
+        out_dir, profile_memory=False, verbose=False):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
+    from ..collectors.need_torch import require_torch
+
+    require_torch("tracekit run")
+    from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
+    from .progress import progress
+
+    if verbose:
+        os.environ["TRACEKIT_VERBOSE"] = "1"  # read by the spawned ranks (collectors/quiet.py)
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
@@ -55,7 +64,8 @@ def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batc
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
                f"{', overlap' if overlap else ''})")
-    result = run_workload(cfg, out_dir)
+    with progress(f"running {lay.world_size} ranks"):
+        result = run_workload(cfg, out_dir)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command
     if rank != 0:
         click.echo(f"rank {rank}: trace written to {result.out_dir}; rank 0 prints the summary")
@@ -91,5 +101,8 @@ def digest(result):
     from ._analysis import analysis_from_traces
 
     comparison, warnings = activation_from_dir(result.out_dir) if result.activation_paths else (None, ())
-    summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
+    from .progress import progress
+
+    with progress("loading and analysing the traces"):
+        summary = analysis_from_traces([str(result.out_dir)], executor="serial").to_dict()
     return WorkloadDigest(result, summary, comparison, warnings, bool(result.activation_paths), stage_bubbles(summary))

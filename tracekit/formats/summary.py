@@ -210,6 +210,7 @@ class CollectiveRow(_Doc, kw_only=True):
     seq: Int | None = None
     stream: Int | str | None = None
     name: str = ""
+    short_name: str = ""  # analyzers.names.short_name(name): what tables show; name stays whole
     start_us: Num
     dur_us: Num
     bytes: Int = 0
@@ -240,6 +241,7 @@ class Straggler(_Doc, kw_only=True):
 
 class UnrecognisedKernel(_Doc, kw_only=True):
     name: str
+    short_name: str = ""
     count: Int
     total_us: Num
     streams: list[Int | str] = []

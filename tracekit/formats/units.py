@@ -155,3 +155,29 @@ def metric_stat(metric: str, stat: _Spread | None) -> str:
 def change(fraction: float | None) -> str:
     """A change against the baseline: ``"+12.5%"``, or ``"new"`` when the baseline had nothing."""
     return "new" if fraction is None else signed_percent(fraction)
+
+
+# -- one unit per table column (terminal and Markdown tables) -------------------------------------------------
+_COLUMN_BYTES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def column(field: str, values: list[Number | None]) -> tuple[str, list[str]]:
+    """A whole table column of the summary field ``field`` in one unit, chosen by its largest value, for the
+    header (``("ms", ["682.6", "1.3", "—"])``): the cells hold bare numbers, so a column stays narrow and never
+    mixes ms with s. Durations keep four significant digits of the largest value; counts stay integers."""
+    kind = unit_of(field)
+    nums = [None if v is None or _missing(v) else float(v) for v in values]
+    top = max((abs(v) for v in nums if v is not None), default=0.0)
+    if kind == "us":
+        unit, scale = ("s", 1e6) if top >= 1e6 else ("ms", 1e3) if top >= 1e3 else ("µs", 1.0)
+        digits = 1 if unit == "µs" or top / scale >= 100 else 2 if top / scale >= 10 else 3
+    elif kind == "bytes":
+        unit, scale = next(((u, s) for u, s in _COLUMN_BYTES if top >= s), ("B", 1))
+        digits = 0 if unit == "B" else 2
+    elif kind == "ratio":
+        unit, scale, digits = "%", 0.01, 1
+    elif kind == "gbps":
+        unit, scale, digits = "GB/s", 1.0, 2
+    else:
+        return "", [NA if v is None else f"{int(v)}" for v in nums]
+    return unit, [NA if v is None else f"{v / scale:.{digits}f}" for v in nums]

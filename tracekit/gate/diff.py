@@ -63,27 +63,37 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     ov_a, ov_b = ov_a or 0.0, ov_b or 0.0
     more_comm = (cb - ca) * (1 - ov_a)
     less_overlap = cb * (ov_a - ov_b)
+    # each cause named in the direction it moved the exposed time (an improved row gets its own reasons)
     reasons: list[tuple[float, str]] = []
-    if less_overlap > floor_us:
-        reasons.append((less_overlap, f"less overlap ({ov_a:.2f}→{ov_b:.2f}): +{units.micros(less_overlap)}"))
+    if abs(less_overlap) > floor_us:
+        reasons.append((less_overlap, f"{'less' if less_overlap > 0 else 'more'} overlap ({ov_a:.2f}→{ov_b:.2f}): "
+                                      f"{_signed(less_overlap)}"))
     if a.get("wait_us") is not None and b.get("wait_us") is not None:
         w = (_num(b["wait_us"]) - _num(a["wait_us"])) * (1 - ov_a)
-        if w > floor_us:
-            reasons.append((w, f"more waiting for peers (wait {_num(a['wait_us']):.1f}→{_num(b['wait_us']):.1f} µs)"
-                               f": +{units.micros(w)}"))
+        if abs(w) > floor_us:
+            reasons.append((w, f"{'more' if w > 0 else 'less'} waiting for peers (wait {_num(a['wait_us']):.1f}→"
+                               f"{_num(b['wait_us']):.1f} µs): {_signed(w)}"))
     t = None
     if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
         t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
     ba, bb = _num(a.get("bytes")), _num(b.get("bytes"))
     grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if bb > ba * 1.01 else ""
-    if t is not None and t > floor_us:
-        reasons.append((t, f"longer transfer ({grew or 'same bytes'}): +{units.micros(t)}"))
-    elif t is None and more_comm > floor_us:
-        reasons.append((more_comm, f"more communication time{f' ({grew})' if grew else ''}: +{units.micros(more_comm)}"))
-    elif grew:
-        reasons.append((0.0, f"more bytes ({grew})"))
+    shrank = f"bytes {ba:.0f}→{bb:.0f}, {(bb - ba) / ba * 100:+.0f}%" if ba and bb < ba * 0.99 else ""
+    moved = grew or shrank
+    if t is not None and abs(t) > floor_us:
+        reasons.append((t, f"{'longer' if t > 0 else 'shorter'} transfer ({moved or 'same bytes'}): {_signed(t)}"))
+    elif t is None and abs(more_comm) > floor_us:
+        reasons.append((more_comm, f"{'more' if more_comm > 0 else 'less'} communication time"
+                                   f"{f' ({moved})' if moved else ''}: {_signed(more_comm)}"))
+    elif moved:
+        reasons.append((0.0, f"{'more' if grew else 'fewer'} bytes ({moved})"))
     return DiffRow(label, dict(a), dict(b), more_comm, less_overlap,
-                   tuple(text for _, text in sorted(reasons, key=lambda r: -r[0])))
+                   tuple(text for _, text in sorted(reasons, key=lambda r: -abs(r[0]))))
+
+
+def _signed(us: float) -> str:
+    """``+40.0 µs`` / ``−12.5 µs``: what a cause added to (or took from) the exposed time."""
+    return f"+{units.micros(us)}" if us >= 0 else f"−{units.micros(-us)}"
 
 
 def _scope_values(s: RunMetrics, scope: Scope) -> dict[str, float | None]:

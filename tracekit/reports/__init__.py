@@ -19,7 +19,7 @@ from .html import HtmlReporter
 from .inventory import InventoryTable
 from .json import JsonReporter
 from .junit import JUnitReporter
-from .markdown import MarkdownReporter
+from .markdown import MarkdownReporter, SummaryMarkdown
 from .memory import MemoryTable
 from .perfetto import PerfettoReporter
 from .perfetto_merge import MergedPerfettoReporter
@@ -36,6 +36,7 @@ REPORTERS: tuple[Reporter, ...] = (
     CheckText(),          # gate.GateReport          -> text     `check`
     JUnitReporter(),      # gate.GateReport          -> junit    `check --junit FILE`
     MarkdownReporter(),   # gate.GateReport          -> markdown `check --markdown FILE`
+    SummaryMarkdown(),    # tracekit.summary/1 dict  -> markdown `analyze --format markdown`
     DiffText(),           # gate.DiffResult          -> text     `diff`
     WorkloadText(),       # reports.workload.WorkloadDigest -> text `run`
     PerfettoReporter(),   # reports.perfetto.TraceAnnotation -> perfetto `annotate`

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import IO, Any
 
+from ..formats import units
 from ..gate.diff import DiffResult
 from .base import StreamReporter
 from .safe_text import printable
@@ -22,8 +23,8 @@ class DiffText(StreamReporter):
 
 
 def _pair(a: float | None, b: float | None, unit: str = "", digits: int = 1) -> str:
-    fa = "-" if a is None else f"{a:.{digits}f}"
-    fb = "-" if b is None else f"{b:.{digits}f}"
+    fa = units.NA if a is None else f"{a:.{digits}f}"
+    fb = units.NA if b is None else f"{b:.{digits}f}"
     return f"{fa}→{fb}{unit}"
 
 

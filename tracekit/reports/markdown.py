@@ -3,6 +3,7 @@ then every check in a table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -64,3 +65,40 @@ class MarkdownReporter(StreamReporter):
 
 def write_markdown(report: GateReport, path: str | Path) -> None:
     MarkdownReporter().render(report, path)
+
+
+def render_summary_markdown(summary: Any, top: int = 10, wide: bool = False, full_names: bool = False) -> str:
+    """`tracekit analyze --format markdown`: the terminal view's tables as GitHub-flavoured Markdown, for an issue
+    or a CI job summary (every string from a trace made inert by markdown_text)."""
+    from . import summary_tables as st
+
+    lines = ["## tracekit analyze", ""] + [f"- {_cell(x)}" for x in st.headline_lines(summary)] + [""]
+    for s in st.build(summary, top=top, wide=wide, full_names=full_names):
+        # titles and headers are tracekit's own words; the cells may hold names from a trace
+        lines += [f"### {s.title}", "", "| " + " | ".join(s.headers) + " |",
+                  "|" + "|".join("---:" if n else "---" for n in s.numeric) + "|"]
+        lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in s.rows]
+        lines += [""] + [f"_{_cell(n)}_" for n in s.notes] + ([""] if s.notes else [])
+    notes = [*st.unavailable_notes(summary.get("ranks") or []), *st.group_warnings(summary.get("warnings") or [])]
+    if notes:
+        lines += ["### Notes and warnings", ""] + [f"- {_cell(n)}" for n in notes] + [""]
+    return "\n".join(lines)
+
+
+class SummaryMarkdown(StreamReporter):
+    """`tracekit analyze --format markdown`: the summary's tables in Markdown; options ``top``, ``wide``,
+    ``full_names``."""
+
+    format = "markdown"
+    suffix = ".md"
+    document = Mapping
+
+    def check(self, doc: Any) -> None:
+        from .base import check_summary
+
+        check_summary(doc)
+
+    def write(self, doc: Any, stream: IO[Any], *, top: int = 10, wide: bool = False, full_names: bool = False,
+              **_: Any) -> tuple[str, ...]:
+        stream.write(render_summary_markdown(doc, top, wide, full_names))
+        return ()

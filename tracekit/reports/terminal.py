@@ -1,69 +1,148 @@
-"""The terminal view of a summary (rich): `tracekit analyze --format table`. It reads the same view model as
-the HTML report (tracekit.reports.view), so both show the summary's numbers with the same formatting."""
+"""The terminal view of a summary (rich): `tracekit analyze --format table`. It lays out the tables of
+tracekit.reports.summary_tables (the summary's own figures, one unit per column) to fit a width: kernel names are
+cut with ``…`` and, in the compact view, the optional columns left out before any header or number could wrap.
+``wide`` shows every column; ``full_names`` the whole kernel signatures (folded over lines)."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
 
-from ..formats.contract import CORE_STEP_KEYS
-from . import view
+from ..formats import units
+from . import summary_tables as st
 from .base import StreamReporter, check_summary
 from .safe_text import printable
-from .view import DIMENSION_FIELDS, STRAGGLER_FIELDS, UNRECOGNISED_FIELDS
 
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
-
-RANK_KEYS = (*CORE_STEP_KEYS, "memcpy_us", "multi_stream_comm_us")
-COLLECTIVE_FIELDS = ("rank", "step", "dimension", "op", "pg_desc", "seq", "name", "dur_us", "exposed_us", "wait_us",
-                     "transfer_us", "busbw_gbps")
-OFFSET_FIELDS = ("rank", "offset_us", "spread_us", "matched", "method")
-MEMORY_FIELDS = ("rank", "layer", "measured_bytes", "model_bytes", "delta_bytes", "model")
+DEFAULT_WIDTH = 160  # not a terminal and no $COLUMNS: a CI log or a file, read at leisure
+MIN_NAME = 24  # a kernel name column is never cut below this
+FULL_NAME = 60  # with full_names, a name column folds its signatures at no less than this
 
 
-def render_text(summary: Mapping, width: int = 120, top: int = 10) -> str:
+def output_width(stream: Any = None, width: int | None = None) -> int:
+    """The width to lay tables out at: ``width`` if given; on a terminal, its width; else ``$COLUMNS``; else
+    DEFAULT_WIDTH (never rich's 80 for a pipe: CI logs are read in wide windows)."""
+    if width:
+        return width
+    stream = stream if stream is not None else sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and int(cols) > 0 else DEFAULT_WIDTH
+
+
+def render_text(summary: Mapping, width: int = DEFAULT_WIDTH, top: int = 10, *, wide: bool = False,
+                full_names: bool = False) -> str:
     """The summary as plain text: headline, per-rank totals, by dimension and op, top exposed collectives,
-    stragglers, clock offsets, unrecognised kernels, activation memory and warnings (empty sections left out)."""
+    stragglers, clock offsets, unrecognised kernels, activation memory, the single-rank breakdowns, then the
+    warnings once each, grouped (empty sections left out)."""
     from rich.console import Console
     from rich.markup import escape
 
     check_summary(summary)
     buf = io.StringIO()
-    con = Console(file=buf, width=width, color_system=None, highlight=False)
-    for f in view.headline(summary):
-        con.print(f"{escape(printable(f.label))}: {escape(printable(f.text))}")
-    note = view.clock_note(summary)
-    if note:
+    con = Console(file=buf, width=width, color_system=None, highlight=False, soft_wrap=False)
+    for line in st.headline_lines(summary):
+        con.print(escape(printable(line)))
+    for section in st.build(summary, top=top, wide=wide, full_names=full_names):
+        _print_section(con, section, width, wide, full_names)
+    for note in st.unavailable_notes(summary.get("ranks") or []):
         con.print(escape(printable(note)))
-    ranks = summary.get("ranks") or []
-    rows = [[str(r["rank"]), str(len(r.get("steps", []))),
-             *(view.figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)).text for k in RANK_KEYS),
-             view.figure(f"ranks.{i}.wait_us", "wait_us", r.get("wait_us")).text] for i, r in enumerate(ranks)]
-    con.print(_table("per rank (totals over steps)", ["rank", "steps", *RANK_KEYS, "wait_us"], rows))
-    sections = (
-        ("by dimension and op (summed over ranks)", "by_dimension", DIMENSION_FIELDS, None),
-        (f"top {top} exposed collectives", "collectives", COLLECTIVE_FIELDS, view.top_exposed(summary, top)),
-        ("stragglers (who arrives last)", "stragglers", STRAGGLER_FIELDS, None),
-        ("clock offsets (against the lowest rank)", "clock_offsets", OFFSET_FIELDS, None),
-        ("unrecognised kernels on communication streams (a comm rule may be missing)", "unrecognised_kernels",
-         UNRECOGNISED_FIELDS, None),
-    )
-    for title, key, fields, pick in sections:
-        _section(con, summary, title, key, fields, pick)
-    memory = summary.get("activation_memory") or {}
-    if memory.get("layers"):
-        _section(con, {"layers": memory["layers"]}, "activation memory per layer: measured vs model", "layers",
-                 MEMORY_FIELDS, None)
-    for w in summary.get("warnings") or []:
+    for w in st.group_warnings(summary.get("warnings") or []):
         con.print(f"warning: {escape(printable(w))}")
     return printable(buf.getvalue(), multiline=True)  # a second guard: nothing from a trace drives the terminal
 
 
+def _print_section(con, section: st.Section, width: int, wide: bool, full_names: bool) -> None:
+    from rich.markup import escape
+
+    keep, widths, empty = fit(section, width, compact=not wide, cut_names=not full_names)
+    left_out = [h for i, h in enumerate(section.headers) if i not in keep and i not in empty]
+    con.print(escape(printable(section.title)))
+    need = sum(widths[i] for i in keep) + 3 * len(keep) + 1
+    con.width = max(width, need)  # --wide / --full-names may need more than the width: never fold a number
+    con.print(_table(section, keep, widths, fold=full_names))
+    con.width = width
+    for note in section.notes:  # a note that explains a column left out goes with it
+        if not any(h.startswith(note.split(":", 1)[0]) for h in left_out):
+            con.print(escape(printable(note)))
+    gone = [f"{', '.join(section.headers[i] for i in empty)} (no values)"] if empty else []
+    gone += [f"{', '.join(left_out)} (at {width} columns; --wide shows them)"] if left_out else []
+    if gone:
+        con.print(escape(f"not shown: {'; '.join(gone)}"))
+
+
+def fit(section: st.Section, width: int, *, compact: bool = True, cut_names: bool = True
+        ) -> tuple[list[int], list[int], list[int]]:
+    """Which columns to show and how wide each is, so that the table fits ``width``: in the compact view the
+    columns without a single value go, name columns shrink (down to MIN_NAME), then the droppable columns go
+    from the right. Numbers and headers are never cut. Returns (shown, widths, left out for having no values)."""
+    from rich.cells import cell_len
+
+    widths = [max([cell_len(h)] + [cell_len(printable(r[i])) for r in section.rows]) for i, h in
+              enumerate(section.headers)]
+    empty = [i for i in range(len(widths)) if compact and section.numeric[i] and section.rows
+             and all(r[i] == units.NA for r in section.rows)]
+    keep = [i for i in range(len(widths)) if i not in empty]
+
+    def total() -> int:
+        return sum(widths[i] for i in keep) + 3 * len(keep) + 1
+
+    for i in keep:
+        if section.flex[i] and total() > width:
+            floor = max(MIN_NAME if cut_names else FULL_NAME, cell_len(section.headers[i]))
+            widths[i] = max(floor, widths[i] - (total() - width))
+    droppable = section.droppable or (False,) * len(widths)
+    while compact and total() > width and any(droppable[i] for i in keep):
+        keep.remove(max(i for i in keep if droppable[i]))
+    for i in keep:  # what dropping freed goes back to the names
+        if section.flex[i] and total() < width:
+            full = max([cell_len(section.headers[i])] + [cell_len(printable(r[i])) for r in section.rows])
+            widths[i] = min(full, widths[i] + width - total())
+    return keep, widths, empty
+
+
+def cut_name(text: str, n: int) -> str:
+    """``text`` in at most ``n`` cells: leading namespaces go first (``…::notify_dispatch<8>``), since the
+    function name tells kernels apart; then the end is cut with ``…``."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= n:
+        return text
+    head = text.split("<", 1)[0]
+    parts = head.split("::")
+    tails = [text[len(head):]] + (["<…>"] if "<" in text else [])
+    for tail in tails:
+        for k in range(len(parts)):
+            shorter = ("…::" if k else "") + "::".join(parts[k:]) + tail
+            if cell_len(shorter) <= n:
+                return shorter
+    return set_cell_size(text, n - 1) + "…"
+
+
+def _table(section: st.Section, keep: list[int], widths: list[int], fold: bool):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=None)
+    for i in keep:
+        name_fold = fold and section.flex[i]
+        t.add_column(escape(section.headers[i]), justify="right" if section.numeric[i] else "left",
+                     no_wrap=not name_fold, overflow="fold" if name_fold else "ellipsis",
+                     min_width=widths[i], max_width=widths[i])
+    for r in section.rows:
+        t.add_row(*(escape(printable(r[i]) if fold or not section.flex[i] else cut_name(printable(r[i]), widths[i]))
+                    for i in keep))
+    return t
+
+
 class SummaryTable(StreamReporter):
-    """`tracekit analyze` (and `tracekit demo`): the summary as terminal tables; options ``width``, ``top``."""
+    """`tracekit analyze` (and `tracekit demo`): the summary as terminal tables; options ``width`` (default: the
+    stream's, see output_width), ``top``, ``wide``, ``full_names``."""
 
     format = "table"
     document = Mapping
@@ -71,29 +150,7 @@ class SummaryTable(StreamReporter):
     def check(self, doc: Any) -> None:
         check_summary(doc)
 
-    def write(self, doc: Any, stream: IO[Any], *, width: int = 120, top: int = 10, **_: Any) -> tuple[str, ...]:
-        stream.write(render_text(doc, width=width, top=top))
+    def write(self, doc: Any, stream: IO[Any], *, width: int | None = None, top: int = 10, wide: bool = False,
+              full_names: bool = False, **_: Any) -> tuple[str, ...]:
+        stream.write(render_text(doc, width=output_width(stream, width), top=top, wide=wide, full_names=full_names))
         return ()
-
-
-def _section(con: Console, summary: Mapping, title: str, key: str, fields: Sequence[str],
-             pick: list[int] | None) -> None:
-    rows = view.table(summary, key, fields, pick)
-    if rows:
-        con.print(_table(title, list(fields), [[_text(c) for c in r["cells"]] for r in rows]))
-
-
-def _text(c: view.Figure | str) -> str:
-    return c.text if isinstance(c, view.Figure) else c
-
-
-def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for h in headers:
-        t.add_column(h.removesuffix("_us").replace("_", " "), overflow="fold")
-    for r in rows:
-        t.add_row(*(escape(printable(x)) for x in r))
-    return t

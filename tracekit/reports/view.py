@@ -104,12 +104,24 @@ def _left_out(ranks) -> str:
     return f" ({n} incomplete, left out of the totals)" if n else ""
 
 
-def _span(xs: Sequence[int]) -> str:
+def span(xs: Sequence[int], limit: int = 6) -> str:
+    """Integers (ranks, steps) as runs: ``0–299 (300)``, ``0–3, 8–11 (8)``; up to ``limit`` runs are listed,
+    then ``…`` and the count, so a list of 300 ranks stays one short line."""
+    xs = sorted(set(xs))
     if not xs:
         return "none"
-    if list(xs) == list(range(xs[0], xs[-1] + 1)) and len(xs) > 2:
-        return f"{xs[0]}–{xs[-1]} ({len(xs)})"
-    return ", ".join(str(x) for x in xs)
+    runs: list[list[int]] = []
+    for x in xs:
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in runs[:limit]]
+    text = ", ".join(parts) + (", …" if len(runs) > limit else "")
+    return text if len(xs) <= 2 else f"{text} ({len(xs)})"
+
+
+_span = span
 
 
 def table(summary: Mapping, section: str, fields: Sequence[str], rows: Sequence[int] | None = None) -> list[dict]:

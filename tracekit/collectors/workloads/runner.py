@@ -25,6 +25,7 @@ from .. import comm
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..profile import profile
+from ..quiet import quiet_profiler_chatter
 from .config import WorkloadConfig
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
@@ -132,6 +133,7 @@ COLLECTIVE_TIMEOUT_S = float(os.environ.get("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300
 
 
 def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
+    quiet_profiler_chatter()  # Kineto's USDT lines at each profiler start/stop stay out of the run's output
     torch.set_num_threads(1)
     comm.reset_sequences()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
@@ -217,6 +219,7 @@ def run_batch(jobs, *, profiled: bool = True, return_state: bool = False) -> lis
 
 
 def _run_torchrun(cfg, out_dir, profiled, return_state) -> RunResult:
+    quiet_profiler_chatter()
     local = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         torch.cuda.set_device(local)
