@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -19,6 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
+from torch.profiler import record_function
 
 from ...errors import TracekitError
 from .. import comm
@@ -28,6 +30,7 @@ from ..profile import profile
 from .config import WorkloadConfig
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
+from .zero import ZeroSync
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +76,11 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     params = list(layers.parameters())
     sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
         else []
-    sync = GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
-                    cfg.overlap)
+    zero = ZeroSync(layers, cfg.zero_stage, groups.dp, cfg.overlap, groups.tp if sp_params else None,
+                    Layer.LN_PARAMS) if cfg.zero_stage else None
+    sync = zero or GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel,
+                            cfg.layers, cfg.overlap)
+    delay = cfg.delay_spec if cfg.delay_spec and cfg.delay_spec[0] == dist.get_rank() else None
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
     state: dict = {}
@@ -82,6 +88,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     def one_step(i: int) -> None:
         for p in params:
             p.grad = None
+        if delay is not None:
+            host_delay(delay[1])
         y = x
         for layer in layers:
             y = layer(y, pos)
@@ -90,9 +98,13 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         sync.finish()
         losses.append(float(loss.detach()))
         if i == 0 and return_state:
+            grads = zero.full_grads() if zero else {f"{li}.{n}": p.grad for li, m in enumerate(layers)
+                                                    for n, p in m.named_parameters()}
             state.update(loss=float(loss.detach()), y=y.detach().float().cpu().numpy(),
-                         grads={f"{li}.{n}": p.grad.float().cpu().numpy()
-                                for li, m in enumerate(layers) for n, p in m.named_parameters()})
+                         grads={k: g.float().cpu().numpy() for k, g in grads.items()})
+        if zero:
+            zero.update(1e-3)
+            return
         with torch.no_grad():
             for p in params:
                 p.add_(p.grad, alpha=-1e-3)
@@ -115,11 +127,20 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         for i in range(total):
             one_step(i)
         traces = []
+    if zero:
+        zero.drain()
     where = coords(lay, dist.get_rank())
     return {"rank": dist.get_rank(), "coords": where, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
             "activation": activation,
             "replica": where[2] == 0 or par.sequence_parallel}
+
+
+def host_delay(ms: float) -> None:
+    """``--delay``: real host time in a ``tracekit:delay`` annotation, before any of the step's collectives (a
+    straggler with a known cause for the wait, critical-path and what-if analyses to recover)."""
+    with record_function("tracekit:delay"):
+        time.sleep(ms / 1e3)
 
 
 # A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
