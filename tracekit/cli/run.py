@@ -8,13 +8,20 @@ from pathlib import Path
 
 import click
 
-from ..collectors.workloads.config import DTYPES, WorkloadConfig
+from ..collectors.workloads.config import DTYPES, WORKLOAD_HELP, WORKLOADS, WorkloadConfig
 from .output import emit
 
 
-@click.command()
+def _workloads_epilog() -> str:
+    """One line per workload, from the config's table (click keeps a paragraph after \b as written)."""
+    width = max(map(len, WORKLOADS))
+    lines = [f"  {w:<{width}}  {WORKLOAD_HELP.get(w, '')}" for w in WORKLOADS]
+    return "\b\nWorkloads (combine with '+', e.g. tp-sp+cp-ring, tp-sp+zero3):\n" + "\n".join(lines)
+
+
+@click.command(epilog=_workloads_epilog())
 @click.option("--workload", default="tp-sp", show_default=True,
-              help="tp, tp-sp, cp-ring, ulysses, dp, or a combination joined by '+' (tp-sp+cp-ring).")
+              help="A workload listed below, or a combination joined by '+' (tp-sp+cp-ring).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default 2 if the workload names tp).")
 @click.option("--cp", type=int, default=None, help="Context-parallel degree, for cp-ring and ulysses.")
 @click.option("--dp", type=int, default=None, help="Data-parallel degree.")
@@ -30,15 +37,18 @@ from .output import emit
 @click.option("--activation-memory", is_flag=True,
               help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
                    "with the Korthikanti et al. model in the summary.")
+@click.option("--delay", metavar="RANK:MS", default=None,
+              help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
+                   "collectives: a straggler with a known cause.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(workload, tp, cp, dp, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir):
+        delay, out_dir):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.workloads.runner import run_workload
 
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory)
+                         activation_memory=activation_memory, delay=delay)
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{', overlap' if overlap else ''})")

@@ -147,7 +147,17 @@ def host_delay(ms: float) -> None:
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300))
 
 
+def _pin(rank: int) -> None:
+    """``TRACEKIT_PIN_CPUS=1``: rank r runs on CPU r mod n only (Linux), so that how fast a rank computes does
+    not depend on whether its peers are busy or asleep at the time (an oversubscribed host otherwise hands a
+    sleeping peer's core to the others)."""
+    if os.environ.get("TRACEKIT_PIN_CPUS") == "1" and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+
+
 def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
+    _pin(rank)
     torch.set_num_threads(1)
     comm.reset_sequences()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
