@@ -10,7 +10,7 @@ from ...errors import ConfigError
 from ...model.dtypes import WORKLOAD_TORCH_NAMES
 from ...model.layout import CpKind, LayoutError, ParallelLayout
 
-WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
+WORKLOADS: tuple[str, ...] = ("tp", "tp-sp", "cp-ring", "ulysses", "dp")
 WORKLOADS += ("zero3", "zero1")  # collectors/workloads/zero.py
 # one line per workload for `tracekit run --help` (a test holds it equal to WORKLOADS)
 WORKLOAD_HELP = {

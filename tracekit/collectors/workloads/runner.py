@@ -127,8 +127,6 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         for i in range(total):
             one_step(i)
         traces = []
-    if zero:
-        zero.drain()
     where = coords(lay, dist.get_rank())
     return {"rank": dist.get_rank(), "coords": where, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,

@@ -17,7 +17,8 @@ updated, and the updated shards are all-gathered back into the parameters.
 ``overlap``: zero3 prefetches the next layer's all-gather (forward: layer i+1 while layer i computes; backward:
 layer i-1 while layer i's backward runs) and leaves each reduce-scatter in flight under the backward of the
 layers before it (waited in :meth:`ZeroSync.finish`). zero1 launches a layer's reduce-scatter as soon as its
-gradients are ready and waits for each layer's parameter all-gather only at that layer's next forward.
+gradients are ready (under the rest of backward) and each layer's parameter all-gather as soon as its shard is
+updated (under the update of the next layers).
 
 Every collective goes through :mod:`tracekit.collectors.comm` on the dp group (desc ``tracekit:dp``): annotated,
 sequence-numbered, attributed. ``torch.distributed.fsdp.fully_shard`` does run on CPU with gloo in torch 2.13,
@@ -49,6 +50,7 @@ class FlatLayer:
         flat = self.flatten([p.data for p in self.params])
         self.shard = flat[index * self.shard_numel:(index + 1) * self.shard_numel].clone()
         self.grad_shard: torch.Tensor | None = None
+        self.full: torch.Tensor | None = None  # zero1: the persistent whole buffer the parameters view
 
     def flatten(self, tensors) -> torch.Tensor:
         flat = torch.cat([t.reshape(-1) for t in tensors])
@@ -86,19 +88,22 @@ class ZeroSync:
         for i, (module, flat) in enumerate(zip(layers, self.flats)):
             for p in flat.params:
                 p.register_post_accumulate_grad_hook(lambda _p, i=i: self._on_grad(i))
-            if stage == 3:
+            if stage == 1:
+                # gathered in place: the parameters' storage never moves (the activation recorder tells parameters
+                # by their storage; a freed one reused for an activation would hide it)
+                flat.full = flat.flatten([p.data for p in flat.params])
+                flat.set_data(flat.full)
+            else:
                 flat.set_data(None)
                 module.register_forward_pre_hook(lambda _m, _a, i=i: self._pre_forward(i))
                 module.register_forward_hook(lambda _m, _a, out, i=i: self._post_forward(i, out))
-            else:
-                module.register_forward_pre_hook(lambda _m, _a, i=i: self._wait_params(i))
 
     # -- all-gather of parameters --------------------------------------------------------------------------
     def _start_gather(self, i: int) -> None:
         if i in self._gathers or not 0 <= i < len(self.flats):
             return
         flat = self.flats[i]
-        full = flat.shard.new_empty(flat.world * flat.shard_numel)
+        full = flat.full if flat.full is not None else flat.shard.new_empty(flat.world * flat.shard_numel)
         if self.group is None:
             full.copy_(flat.shard)
             self._gathers[i] = (full, comm.Work(None, None))  # type: ignore[arg-type]
@@ -126,11 +131,9 @@ class ZeroSync:
         return g
 
     def _wait_params(self, i: int) -> None:
-        """zero1: the parameters of layer ``i`` all-gathered after the last update are complete."""
+        """zero1: the parameters of layer ``i``, all-gathered after its update, are complete."""
         if i in self._gathers:
-            full, work = self._gathers.pop(i)
-            work.wait()
-            self.flats[i].set_data(full)
+            self._gathers.pop(i)[1].wait()
 
     # -- reduce-scatter of gradients -----------------------------------------------------------------------
     def _on_grad(self, i: int) -> None:
@@ -140,13 +143,13 @@ class ZeroSync:
             return
         self._ready[i] = 0
         if self.sp_group is not None and self.sp_names:
-            sp = [p for n, p in zip(flat.names, flat.params) if n in self.sp_names]
-            grads = torch.cat([p.grad.reshape(-1) for p in sp])
+            sp = [g for n, p in zip(flat.names, flat.params) if n in self.sp_names and (g := p.grad) is not None]
+            grads = torch.cat([g.reshape(-1) for g in sp])
             comm.all_reduce(grads, self.sp_group)
             offset = 0
-            for p in sp:
-                p.grad.copy_(grads[offset:offset + p.numel()].view_as(p.grad))
-                offset += p.numel()
+            for g in sp:
+                g.copy_(grads[offset:offset + g.numel()].view_as(g))
+                offset += g.numel()
         full = flat.flatten([p.grad for p in flat.params])
         flat.grad_shard = full.new_empty(flat.shard_numel)
         if self.group is None:
@@ -169,12 +172,14 @@ class ZeroSync:
         self._scatters.clear()
 
     def drain(self) -> None:
-        """End of the run: no parameter all-gather left in flight (zero1's overlap posts them after each step)."""
+        """No parameter all-gather left in flight."""
         for i in list(self._gathers):
             self._wait_params(i)
 
     def update(self, lr: float) -> None:
-        """SGD on the shards; zero1 then all-gathers the new parameters (overlap: waited at each layer's forward)."""
+        """SGD on the shards; zero1 then all-gathers the new parameters (overlap: each layer's gather under the
+        update of the layers after it). Nothing stays in flight past the step: a gloo collective running while
+        torch.profiler steps or exports its trace crashed the process (SIGSEGV, torch 2.13 CPU, 2 of 2 runs)."""
         with torch.no_grad():
             for i, flat in enumerate(self.flats):
                 if flat.grad_shard is None:
@@ -185,6 +190,7 @@ class ZeroSync:
                     self._start_gather(i)
                     if not self.overlap:
                         self._wait_params(i)
+        self.drain()
 
     def full_grads(self) -> dict[str, torch.Tensor]:
         """{"<layer>.<param>": this rank's whole (tp-local) gradient}, all-gathered from the shards (tests only)."""
