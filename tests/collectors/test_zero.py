@@ -160,3 +160,24 @@ def test_bad_delay_is_a_one_line_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "--delay 'one:40': expected RANK:MS" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_run_tp_sp_zero3_on_four_processes_attributes_sp_and_dp(tmp_path):
+    from click.testing import CliRunner
+
+    from tests.helpers.tracefile import comm_by_step
+    from tracekit.cli import cli
+
+    args = ["run", "--workload", "tp-sp+zero3", "--layers", "1", "--seq", "32", "--hidden", "32", "--heads", "4",
+            "--steps", "1", "--overlap", "--out", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    for rank in range(4):
+        (anns,) = comm_by_step(read(tmp_path / f"rank{rank}.trace.json.gz"))
+        dims = Counter((a.pg_desc, a.op) for a in anns)
+        # dp: the layer gathered twice, scattered once; sp as in tp-sp (test_collectors_cli) plus nothing else
+        assert dims[("tracekit:dp", "all_gather")] == 2 and dims[("tracekit:dp", "reduce_scatter")] == 1
+        assert {d for d, _ in dims} == {"tracekit:dp", "tracekit:sp"}
+    summary = tracekit.analyze(tracekit.load(str(tmp_path), executor="serial")).to_dict()
+    assert {r["dimension"] for r in summary["by_dimension"]} == {"dp", "sp"}
