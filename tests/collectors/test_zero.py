@@ -26,27 +26,39 @@ def _configs(entries, **extra):
             for ov in (False, True)]
 
 
-def _run_and_check(tmp_path, configs, world, rtol, atol):
-    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(configs)], profiled=False, return_state=True)
+def _run_and_check(tmp_path, configs, world, rtol, atol, profiled=False):
+    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(configs)], profiled=profiled,
+                        return_state=True)
     for cfg, result in zip(configs, results):
         assert result.world_size == world
         _check(cfg, result, rtol=rtol, atol=atol)
+    return results
 
 
 @pytest.mark.slow
 def test_two_processes_fp32_and_bf16(tmp_path):
     fp32 = _configs([("zero3", {}), ("zero1", {})])
-    _run_and_check(tmp_path / "fp32", fp32, 2, rtol=1e-4, atol=1e-5)
-    _run_and_check(tmp_path / "bf16", _configs([("zero3", {}), ("zero1", {})], dtype="bf16"), 2,
-                   rtol=5e-2, atol=2e-2)
+    bf16 = _configs([("zero3", {}), ("zero1", {})], dtype="bf16")
+    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(fp32 + bf16)], profiled=False,
+                        return_state=True)
+    for cfg, result in zip(fp32 + bf16, results):
+        assert result.world_size == 2
+        _check(cfg, result, rtol=1e-4 if cfg.dtype == "fp32" else 5e-2, atol=1e-5 if cfg.dtype == "fp32" else 2e-2)
 
 
 @pytest.mark.slow
-def test_four_processes_fp32(tmp_path):
+def test_four_processes_fp32_and_their_dimensions(tmp_path):
     # zero3 over 4 ranks (uneven: the flat buffer is padded), and sharded over dp on a tp-sp layout (the
-    # sequence-parallel LayerNorm gradients are all-reduced over tp before the reduce-scatter)
-    configs = _configs([("zero3", {"dp": 4, "batch": 4}), ("tp-sp+zero3", {}), ("tp+zero1", {})])
-    _run_and_check(tmp_path, configs, 4, rtol=1e-4, atol=1e-5)
+    # sequence-parallel LayerNorm gradients are all-reduced over tp before the reduce-scatter); profiled, so the
+    # analysis can say which dimension each collective served
+    configs = [*_configs([("zero3", {"dp": 4, "batch": 4})]),
+               WorkloadConfig(workload="tp-sp+zero3", overlap=True, **SHAPE),
+               WorkloadConfig(workload="tp+zero1", **SHAPE)]
+    results = _run_and_check(tmp_path, configs, 4, rtol=1e-4, atol=1e-5, profiled=True)
+    want = [{"dp"}, {"dp"}, {"dp", "sp"}, {"dp", "tp"}]
+    for cfg, result, dims in zip(configs, results, want):
+        summary = tracekit.analyze(tracekit.load(str(result.out_dir), executor="serial")).to_dict()
+        assert {r["dimension"] for r in summary["by_dimension"]} == dims, cfg.workload
 
 
 def test_bad_combinations_and_delays_are_one_line_config_errors():
@@ -161,23 +173,3 @@ def test_bad_delay_is_a_one_line_usage_error(tmp_path):
     assert "--delay 'one:40': expected RANK:MS" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
-
-@pytest.mark.slow
-def test_run_tp_sp_zero3_on_four_processes_attributes_sp_and_dp(tmp_path):
-    from click.testing import CliRunner
-
-    from tests.helpers.tracefile import comm_by_step
-    from tracekit.cli import cli
-
-    args = ["run", "--workload", "tp-sp+zero3", "--layers", "1", "--seq", "32", "--hidden", "32", "--heads", "4",
-            "--steps", "1", "--overlap", "--out", str(tmp_path)]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0, result.output
-    for rank in range(4):
-        (anns,) = comm_by_step(read(tmp_path / f"rank{rank}.trace.json.gz"))
-        dims = Counter((a.pg_desc, a.op) for a in anns)
-        # dp: the layer gathered twice, scattered once; sp as in tp-sp (test_collectors_cli) plus nothing else
-        assert dims[("tracekit:dp", "all_gather")] == 2 and dims[("tracekit:dp", "reduce_scatter")] == 1
-        assert {d for d, _ in dims} == {"tracekit:dp", "tracekit:sp"}
-    summary = tracekit.analyze(tracekit.load(str(tmp_path), executor="serial")).to_dict()
-    assert {r["dimension"] for r in summary["by_dimension"]} == {"dp", "sp"}

@@ -25,7 +25,7 @@ from tracekit.cli import cli
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 
-SHAPE = dict(layers=1, seq=64, hidden=64, heads=4, batch=2, steps=5, wait=1, warmup=1)
+SHAPE = dict(layers=1, seq=64, hidden=64, heads=4, batch=2, steps=4, wait=1, warmup=1)
 ROUNDS = 2  # delayed / undelayed pairs, interleaved
 NOISE = 0.10  # the 10 % bound is checked only where the undelayed steps themselves agree that well
 
