@@ -9,7 +9,7 @@ than busy threads, a rank computes ~2x faster while its peer sleeps than while b
 per step 8-11 ms vs 17-60 ms on this 2-core machine), and a replay that keeps each operator's measured duration
 then predicts 40 % too short; pinned, a sleeping peer frees no core for the other rank. (Pinned on a loaded host,
 a gloo worker blocked 40 ms for the late peer wakes slowly on its busy core: the delayed dp run's transfers were
-1.8 ms median vs 0.3 ms undelayed, and the prediction 7-38 % long; see docs/collectors.md.)
+1.8 ms median vs 0.3 ms undelayed, and dp's prediction 7-51 % long; see docs/collectors.md.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,7 +19,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
-from torch.profiler import record_function
 
 from ...errors import TracekitError
 from .. import comm
@@ -28,6 +26,7 @@ from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..profile import profile
 from .config import WorkloadConfig
+from .delay import host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
 from .zero import ZeroSync
@@ -80,7 +79,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
                     Layer.LN_PARAMS) if cfg.zero_stage else None
     sync = zero or GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel,
                             cfg.layers, cfg.overlap)
-    delay = cfg.delay_spec if cfg.delay_spec and cfg.delay_spec[0] == dist.get_rank() else None
+    delay = step_delay_ms(cfg, dist.get_rank())
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
     state: dict = {}
@@ -89,7 +88,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         for p in params:
             p.grad = None
         if delay is not None:
-            host_delay(delay[1])
+            host_delay(delay)
         y = x
         for layer in layers:
             y = layer(y, pos)
@@ -132,13 +131,6 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
             "activation": activation,
             "replica": where[2] == 0 or par.sequence_parallel}
-
-
-def host_delay(ms: float) -> None:
-    """``--delay``: real host time in a ``tracekit:delay`` annotation, before any of the step's collectives (a
-    straggler with a known cause for the wait, critical-path and what-if analyses to recover)."""
-    with record_function("tracekit:delay"):
-        time.sleep(ms / 1e3)
 
 
 # A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
