@@ -9,13 +9,21 @@ from pathlib import Path
 
 import click
 
+from ..collectors.workload_catalog import WORKLOAD_HELP, WORKLOADS
 from ..model.dtypes import WORKLOAD_TORCH_NAMES
 from .output import emit
 
 
-@click.command()
+def _workloads_epilog() -> str:
+    """One line per workload, from the config's table (click keeps a paragraph after \b as written)."""
+    width = max(map(len, WORKLOADS))
+    lines = [f"  {w:<{width}}  {WORKLOAD_HELP.get(w, '')}" for w in WORKLOADS]
+    return "\b\nWorkloads (combine with '+', e.g. tp-sp+cp-ring, tp-sp+zero3):\n" + "\n".join(lines)
+
+
+@click.command(epilog=_workloads_epilog())
 @click.option("--workload", default="tp-sp", show_default=True,
-              help="tp, tp-sp, cp-ring, ulysses, dp, pp, or a combination joined by '+' (tp-sp+cp-ring).")
+              help="A workload listed below, or a combination joined by '+' (tp-sp+cp-ring).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default 2 if the workload names tp).")
 @click.option("--cp", type=int, default=None, help="Context-parallel degree, for cp-ring and ulysses.")
 @click.option("--dp", type=int, default=None, help="Data-parallel degree.")
@@ -37,10 +45,13 @@ from .output import emit
                    "with the Korthikanti et al. model in the summary.")
 @click.option("--profile-memory", is_flag=True,
               help="Record every allocation and free ([memory] events): the summary's memory timeline per device.")
+@click.option("--delay", metavar="RANK:MS", default=None,
+              help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
+                   "collectives: a straggler with a known cause.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
 def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir, profile_memory=False, verbose=False):
+        out_dir, delay=None, profile_memory=False, verbose=False):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
 
@@ -55,7 +66,7 @@ def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batc
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
                          activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1,
-                         profile_memory=profile_memory)
+                         profile_memory=profile_memory, delay=delay)
     if microbatches is None:
         per_dp = max(batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))

@@ -9,8 +9,9 @@ import torch
 from ...errors import ConfigError
 from ...model.dtypes import WORKLOAD_TORCH_NAMES
 from ...model.layout import CpKind, LayoutError, ParallelLayout
+from ..workload_catalog import WORKLOAD_HELP, WORKLOADS, ZERO
 
-WORKLOADS = ("tp", "tp-sp", "cp-ring", "ulysses", "dp", "pp")
+__all__ = ["DTYPES", "WORKLOAD_HELP", "WORKLOADS", "ZERO", "WorkloadConfig"]
 DTYPES = {short: getattr(torch, name) for short, name in WORKLOAD_TORCH_NAMES.items()}  # {"fp32": torch.float32, ...}
 
 
@@ -44,6 +45,7 @@ class WorkloadConfig:
     bucket_numel: int | None = None
     pp: int | None = None  # pipeline stages (workload pp: the layers split into stages, 1F1B over microbatches)
     microbatches: int = 4
+    delay: str | None = None  # "RANK:MS": that rank sleeps MS ms per step in record_function("tracekit:delay")
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -54,14 +56,22 @@ class WorkloadConfig:
                                   " (combine with '+')")
         if "cp-ring" in parts and "ulysses" in parts:
             raise ConfigError("cp-ring and ulysses are two ways to split the context; pick one")
+        if sum(p in ("dp", *ZERO) for p in parts) > 1:
+            raise ConfigError(f"workload {self.workload!r}: dp, zero3 and zero1 are three ways to synchronise the "
+                              "data-parallel gradients; pick one (set its degree with --dp)")
         return parts
+
+    @property
+    def zero_stage(self) -> int:
+        """3 or 1 when the workload shards over the dp group with ZeRO, else 0."""
+        return next((ZERO[p] for p in self.parts if p in ZERO), 0)
 
     def layout(self) -> ParallelLayout:
         parts = self.parts
         named = lambda *names: 2 if any(n in parts for n in names) else 1
         tp = self.tp if self.tp is not None else named("tp", "tp-sp")
         cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
-        dp = self.dp if self.dp is not None else named("dp")
+        dp = self.dp if self.dp is not None else named("dp", *ZERO)
         pp = self.pp if self.pp is not None else named("pp")
         try:
             return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, sequence_parallel="tp-sp" in parts,
@@ -94,11 +104,32 @@ class WorkloadConfig:
             (self.layers % lay.pp == 0, f"--layers {self.layers} must divide by --pp {lay.pp} (equal stages)"),
             (lay.pp == 1 or (self.microbatches >= 1 and self.batch % (lay.dp * self.microbatches) == 0),
              f"--batch {self.batch} must divide by --dp x --microbatches ({lay.dp} x {self.microbatches})"),
+            (lay.pp == 1 or not any(p in ZERO for p in self.parts),
+             "the pipeline runs dense stages: combine pp with dp, not with zero3/zero1"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"workload {self.workload}: {message}")
+        delay = self.delay_spec
+        if delay is not None and delay[0] >= lay.world_size:
+            raise ConfigError(f"--delay {self.delay}: rank {delay[0]} is not in the run's {lay.world_size} "
+                              f"processes; give a rank from 0 to {lay.world_size - 1}")
         return lay
+
+    @property
+    def delay_spec(self) -> tuple[int, float] | None:
+        """(rank, milliseconds) of ``delay`` ("RANK:MS"), or None."""
+        if self.delay is None:
+            return None
+        rank, sep, ms = str(self.delay).partition(":")
+        try:
+            spec = (int(rank), float(ms)) if sep else None
+        except ValueError:
+            spec = None
+        if spec is None or spec[0] < 0 or not 0 <= spec[1] < 1e6:
+            raise ConfigError(f"--delay {self.delay!r}: expected RANK:MS, a rank >= 0 and milliseconds >= 0 "
+                              "(e.g. --delay 1:40)")
+        return spec
 
     def model_dims(self, device_type: str = "cpu") -> dict:
         """The ``model`` dict of run.json: what the activation-memory model needs. ``batch`` is one rank's

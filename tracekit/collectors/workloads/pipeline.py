@@ -22,6 +22,7 @@ from .. import comm
 from ..profile import profile
 from ..saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
 from .config import WorkloadConfig
+from .delay import host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
 from .pipeline_mesh import build_stage, inner_layout, p2p
@@ -223,7 +224,11 @@ def train_pipeline(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: b
     losses: list[float] = []
     state: dict = {}
 
+    delay = step_delay_ms(cfg, dist.get_rank())
+
     def one_step(i: int) -> None:
+        if delay is not None:  # `tracekit run --delay`: before any of the step's sends and receives
+            host_delay(delay)
         loss = pipe.step()
         losses.append(loss)
         if i == 0 and return_state:
@@ -237,7 +242,8 @@ def train_pipeline(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: b
     if profiled:
         with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=pipe.stage.groups,
                      model=pipe.layers, model_dims=cfg.model_dims(device.type),
-                     activation_memory=cfg.activation_memory, workload=cfg.workload) as prof:
+                     activation_memory=cfg.activation_memory, workload=cfg.workload,
+                     profile_memory=cfg.profile_memory) as prof:
             for i in range(total):
                 one_step(i)
                 prof.step()

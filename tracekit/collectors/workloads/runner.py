@@ -27,8 +27,10 @@ from ..manifest import MANIFEST_NAME
 from ..profile import profile
 from ..quiet import quiet_profiler_chatter
 from .config import WorkloadConfig
+from .delay import host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
+from .zero import ZeroSync
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +80,11 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     params = list(layers.parameters())
     sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
         else []
-    sync = GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
-                    cfg.overlap)
+    zero = ZeroSync(layers, cfg.zero_stage, groups.dp, cfg.overlap, groups.tp if sp_params else None,
+                    Layer.LN_PARAMS) if cfg.zero_stage else None
+    sync = zero or GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel,
+                            cfg.layers, cfg.overlap)
+    delay = step_delay_ms(cfg, dist.get_rank())
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
     state: dict = {}
@@ -87,6 +92,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     def one_step(i: int) -> None:
         for p in params:
             p.grad = None
+        if delay is not None:
+            host_delay(delay)
         y = x
         for layer in layers:
             y = layer(y, pos)
@@ -95,9 +102,13 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         sync.finish()
         losses.append(float(loss.detach()))
         if i == 0 and return_state:
+            grads = zero.full_grads() if zero else {f"{li}.{n}": p.grad for li, m in enumerate(layers)
+                                                    for n, p in m.named_parameters()}
             state.update(loss=float(loss.detach()), y=y.detach().float().cpu().numpy(),
-                         grads={f"{li}.{n}": p.grad.float().cpu().numpy()
-                                for li, m in enumerate(layers) for n, p in m.named_parameters()})
+                         grads={k: g.float().cpu().numpy() for k, g in grads.items()})
+        if zero:
+            zero.update(1e-3)
+            return
         with torch.no_grad():
             for p in params:
                 p.add_(p.grad, alpha=-1e-3)
@@ -132,8 +143,18 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300))
 
 
+def _pin(rank: int) -> None:
+    """``TRACEKIT_PIN_CPUS=1``: rank r runs on CPU r mod n only (Linux), so that how fast a rank computes does
+    not depend on whether its peers are busy or asleep at the time (an oversubscribed host otherwise hands a
+    sleeping peer's core to the others)."""
+    if os.environ.get("TRACEKIT_PIN_CPUS") == "1" and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+
+
 def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     quiet_profiler_chatter()  # Kineto's USDT lines at each profiler start/stop stay out of the run's output
+    _pin(rank)
     torch.set_num_threads(1)
     comm.reset_sequences()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
