@@ -25,6 +25,7 @@ from .. import comm
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..profile import profile
+from . import moe
 from .config import WorkloadConfig
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
@@ -62,9 +63,12 @@ def build_rank(cfg: WorkloadConfig, device):
     groups = build_groups(lay)
     dpi, cpi, tpi = coords(lay, dist.get_rank())
     par = Parallel(lay, groups.tp, groups.cp, tpi, cpi, cfg.chunks if cfg.overlap else 1)
-    layers = torch.nn.ModuleList(
-        Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
-              cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
+    if "ep" in cfg.parts:
+        layers = moe.build_layers(cfg, lay, groups, par, tpi, device)
+    else:
+        layers = torch.nn.ModuleList(
+            Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
+                  cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
     x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, lay.dp, dpi)
     return lay, groups, par, layers, x.to(device=device, dtype=cfg.torch_dtype), local_positions(cfg.seq, par, device)
 
@@ -77,8 +81,9 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     params = list(layers.parameters())
     sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
         else []
-    sync = GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
-                    cfg.overlap)
+    syncs = moe.grad_syncs(cfg, groups, par, layers) if "ep" in cfg.parts else [
+        GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
+                 cfg.overlap)]
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
     state: dict = {}
@@ -91,7 +96,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             y = layer(y, pos)
         loss = (y.float() ** 2).sum() / norm
         loss.backward()
-        sync.finish()
+        for sync in syncs:
+            sync.finish()
         losses.append(float(loss.detach()))
         if i == 0 and return_state:
             state.update(loss=float(loss.detach()), y=y.detach().float().cpu().numpy(),
@@ -116,6 +122,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         traces = [str(p) for p in prof.trace_paths]
         if prof.activation is not None and prof.activation.path is not None:
             activation = str(prof.activation.path)
+        if "ep" in cfg.parts:
+            moe.write_split_log(layers, out_dir, dist.get_rank())
     else:
         for i in range(total):
             one_step(i)
