@@ -57,6 +57,7 @@ def moe_reference(flat, w, groups, cfg, stats) -> torch.Tensor:
     for toks in groups:
         xs = flat[toks]
         probs = torch.softmax(xs.float() @ w["router"].float().t(), dim=-1)
+        stats.setdefault("probs", []).append(probs.detach())
         top = probs.detach().sort(dim=-1, descending=True).values
         stats["margin"] = min(stats.get("margin", 1.0), float((top[:, cfg.top_k - 1] - top[:, cfg.top_k]).min()))
         capacity = math.ceil(cfg.capacity_factor * len(toks) * cfg.top_k / cfg.experts)
@@ -68,15 +69,16 @@ def moe_reference(flat, w, groups, cfg, stats) -> torch.Tensor:
     return out
 
 
-def reference(cfg, stats) -> tuple[float, dict[str, torch.Tensor]]:
+def reference(cfg, stats, dtype=torch.float32) -> tuple[float, dict[str, torch.Tensor]]:
+    """(loss, full gradients) in ``dtype`` (fp32: the reference; bf16: only to size the routing's rounding)."""
     s, b, h, heads = cfg.seq, cfg.batch, cfg.hidden, cfg.heads
-    x = full_input(s, b, h, cfg.seed)
+    x = full_input(s, b, h, cfg.seed).to(dtype)
     groups = routing_groups(cfg)
     weights = []
     for i in range(cfg.layers):
         full = {k: v for k, v in full_weights(h, i, cfg.seed).items() if k not in ("fc1", "fc2")}
         full.update(moe_weights(h, cfg.experts, i, cfg.seed))
-        weights.append({k: v.clone().requires_grad_() for k, v in full.items()})
+        weights.append({k: v.to(dtype).requires_grad_() for k, v in full.items()})
     for w in weights:
         ln1 = F.layer_norm(x, (h,), w["ln1_w"], w["ln1_b"])
         qkv = (ln1 @ w["qkv"].t()).view(s, b, heads, 3, h // heads)
@@ -100,13 +102,20 @@ def expected(grads, cfg, rank) -> dict[str, torch.Tensor]:
     return {k: shard.get(k.split(".", 1)[1], lambda g: g)(g) for k, g in grads.items()}
 
 
-def _run_and_check(tmp_path, configs, rtol, atol, margin):
+def _run_and_check(tmp_path, configs, rtol, atol):
     results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(configs)], profiled=False, return_state=True)
     for cfg, result in zip(configs, results):
         stats: dict = {}
         ref_loss, ref_grads = reference(cfg, stats)
-        # The routing is only comparable where no token sits on a near-tie of its k-th and (k+1)-th expert.
-        assert stats["margin"] > margin, f"reference routing margin {stats['margin']:.2e}: pick another seed"
+        # The routing is comparable only where no token sits on a near-tie of its k-th and (k+1)-th expert: the
+        # fp32 reference's smallest margin must exceed what rounding moves a probability (sized by running the
+        # reference itself in the run's dtype; fp32 is given 1e-5).
+        drift = 1e-5
+        if cfg.dtype != "fp32":
+            low: dict = {}
+            reference(cfg, low, cfg.torch_dtype)
+            drift = max(float((a - b).abs().max()) for a, b in zip(stats["probs"], low["probs"]))
+        assert stats["margin"] > 3 * drift, f"routing margin {stats['margin']:.2e} vs drift {drift:.2e}: change seed"
         assert stats["dropped"] > 0, "the shape must overflow some expert, or capacity dropping goes untested"
         assert result.world_size == cfg.layout().world_size
         assert result.losses[0] == pytest.approx(ref_loss, rel=rtol), cfg
@@ -125,14 +134,15 @@ def _configs(entries, **extra):
 
 @pytest.mark.slow
 def test_two_processes_fp32(tmp_path):
-    _run_and_check(tmp_path, _configs([("ep", {}), ("cp-ring+ep", {})]), 1e-4, 1e-5, 1e-4)
+    _run_and_check(tmp_path, _configs([("ep", {}), ("cp-ring+ep", {})]), 1e-4, 1e-5)
 
 
 @pytest.mark.slow
 def test_four_processes_fp32(tmp_path):
-    _run_and_check(tmp_path, _configs([("dp+ep", {"dp": 4, "batch": 4}), ("tp-sp+ep", {})]), 1e-4, 1e-5, 1e-4)
+    _run_and_check(tmp_path, _configs([("dp+ep", {"dp": 4, "batch": 4}), ("tp-sp+ep", {})]), 1e-4, 1e-5)
 
 
 @pytest.mark.slow
 def test_bf16_within_bf16_tolerance(tmp_path):
-    _run_and_check(tmp_path, _configs([("ep", {})], dtype="bf16"), 5e-2, 2e-2, 2e-2)
+    # one layer of 16 tokens per rank: a seed whose routing margin is 3x the bf16 drift of the probabilities
+    _run_and_check(tmp_path, _configs([("ep", {})], dtype="bf16", layers=1, seq=16, seed=0), 5e-2, 2e-2)
