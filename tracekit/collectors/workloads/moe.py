@@ -22,8 +22,8 @@ of chunk c+1 and the combine of chunk c-1 are in flight while the experts comput
 gradient exchanges under the expert backward the same way.
 
 Every exchange is logged (``split_log``: layer, step, phase, chunk, group name, sequence number, split sizes,
-bytes per row) and the runner writes the log beside the traces as ``ep_splits_r{rank}.json``, so the bytes the
-analysis reports can be checked against the routing that produced them.
+bytes per row) and the runner writes the log beside the traces as ``ep_splits_r{rank}.jsonl`` (one exchange a
+line), so the bytes the analysis reports can be checked against the routing that produced them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .dp import GradSync
 from .layer import Layer, Parallel, full_weights, shard_weights
 
 EXPERT_PARAMS = ("w1", "w2")
-SPLIT_LOG_NAME = "ep_splits_r{rank}.json"
+SPLIT_LOG_NAME = "ep_splits_r{rank}.jsonl"  # not *.json: the loader takes those for traces
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ def route(x2d: torch.Tensor, router: torch.Tensor, top_k: int, capacity_factor: 
     """(experts [T, k], gates [T, k] fp32, keep [T, k] bool, capacity) for this rank's tokens ``x2d`` [T, h]."""
     probs = torch.softmax(x2d.float() @ router.float().t(), dim=-1)
     tokens, n_experts = probs.shape
-    experts = torch.sort(-probs.detach(), dim=-1, stable=True).indices[:, :top_k]  # ties: lower expert index
+    experts = torch.sort(-probs.detach(), dim=-1, stable=True).indices[:, :top_k].contiguous()  # ties: lower index
     gates = probs.gather(1, experts)
     capacity = math.ceil(capacity_factor * tokens * top_k / n_experts)
     priority = experts.t().reshape(-1)  # first choices in token order, then second choices, ...
@@ -243,7 +243,8 @@ class MoELayer(Layer):
         plan = make_plan(experts, keep, self.moe, log)
         rows = DispatchExpertsCombine.apply(x2d[plan.row_token], self.w1, self.w2, plan, self.moe.group, log)
         weighted = rows * gates.reshape(-1)[plan.row_choice].to(rows.dtype)[:, None]
-        return torch.zeros_like(x2d).index_add(0, plan.row_token, weighted).view(shape)
+        # index_put, not index_add: index_add saves its whole source (N x h) for backward, index_put the indices
+        return torch.zeros_like(x2d).index_put((plan.row_token,), weighted, accumulate=True).view(shape)
 
 
 def build_layers(cfg, lay, groups, par: Parallel, tp_index: int, device) -> nn.ModuleList:
@@ -275,9 +276,8 @@ def grad_syncs(cfg, groups, par: Parallel, layers) -> list[GradSync]:
 
 
 def write_split_log(layers, out_dir, rank: int) -> Path:
-    """``ep_splits_r{rank}.json``: every exchange of the run, in issue order."""
+    """``ep_splits_r{rank}.jsonl``: every exchange of the run, one JSON object a line, in issue order."""
     path = Path(out_dir) / SPLIT_LOG_NAME.format(rank=rank)
-    entries = [e for m in layers for e in getattr(m, "split_log", [])]
-    entries.sort(key=lambda e: (e["pg_name"], e["seq"]))
-    path.write_text(json.dumps({"rank": rank, "exchanges": entries}, indent=0))
+    entries = sorted((e for m in layers for e in getattr(m, "split_log", [])), key=lambda e: (e["pg_name"], e["seq"]))
+    path.write_text("".join(json.dumps({"rank": rank, **e}) + "\n" for e in entries))
     return path
