@@ -125,7 +125,7 @@ def make_plan(experts: torch.Tensor, keep: torch.Tensor, moe: MoEParallel, log) 
                 [send[:, c].sum(1).tolist() for c in range(chunks)], [recv[:, c].sum(1).tolist() for c in range(chunks)])
     for c in range(chunks):
         starts = torch.cat([torch.zeros(1, dtype=torch.int64), recv[:, c].reshape(-1).cumsum(0)]).view(-1)
-        rows = [[] for _ in range(local)]
+        rows: list[list[torch.Tensor]] = [[] for _ in range(local)]
         for i in range(size * local):
             rows[i % local].append(torch.arange(int(starts[i]), int(starts[i + 1])))
         plan.expert_rows.append([torch.cat(r) for r in rows])
@@ -193,7 +193,8 @@ class DispatchExpertsCombine(torch.autograd.Function):
     @staticmethod
     def forward(ctx, send, w1, w2, plan, group, log):
         ctx.plan, ctx.group, ctx.log = plan, group, log
-        received, pre = [], []
+        received: list[torch.Tensor] = []
+        pre: list[torch.Tensor] = []
 
         def compute(c, x):
             received.append(x)
