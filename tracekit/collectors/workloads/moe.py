@@ -105,29 +105,30 @@ class Plan:
 
 def make_plan(experts: torch.Tensor, keep: torch.Tensor, moe: MoEParallel, log) -> Plan:
     tokens, k = experts.shape
-    n, chunks, size, local = moe.experts, moe.chunks, moe.size, moe.local_experts
-    token = torch.arange(tokens).repeat_interleave(k)
-    choice_slot = torch.arange(k).repeat(tokens)
+    n, chunks, size, local, dev = moe.experts, moe.chunks, moe.size, moe.local_experts, experts.device
+    token = torch.arange(tokens, device=dev).repeat_interleave(k)
+    choice_slot = torch.arange(k, device=dev).repeat(tokens)
     expert = experts.reshape(-1)
     chunk = token * chunks // tokens
     kept = torch.nonzero(keep.reshape(-1)).squeeze(1)
     key = ((chunk * n + expert) * k + choice_slot) * tokens + token
     order = kept[torch.argsort(key[kept])]
-    counts = torch.zeros(chunks, n, dtype=torch.int64)
-    counts.index_put_((chunk[order], expert[order]), torch.ones(len(order), dtype=torch.int64), accumulate=True)
+    counts = torch.zeros(chunks, n, dtype=torch.int64, device=dev)
+    counts.index_put_((chunk[order], expert[order]), torch.ones_like(order), accumulate=True)
     send = counts.view(chunks, size, local).permute(1, 0, 2).contiguous()  # [peer, chunk, local expert]
     recv = send
     if moe.group is not None:
         recv = torch.empty_like(send)
         work = comm.all_to_all(recv, send, moe.group)
         log(work.annotation, "counts", -1, [send[0].numel()] * size, [send[0].numel()] * size, 8)
+    send, recv = send.cpu(), recv.cpu()  # split sizes are host lists (on a GPU: the one sync of the layer)
     plan = Plan(token[order], order, counts.sum(1).tolist(),
                 [send[:, c].sum(1).tolist() for c in range(chunks)], [recv[:, c].sum(1).tolist() for c in range(chunks)])
     for c in range(chunks):
-        starts = torch.cat([torch.zeros(1, dtype=torch.int64), recv[:, c].reshape(-1).cumsum(0)]).view(-1)
+        starts = [0, *recv[:, c].reshape(-1).cumsum(0).tolist()]
         rows: list[list[torch.Tensor]] = [[] for _ in range(local)]
         for i in range(size * local):
-            rows[i % local].append(torch.arange(int(starts[i]), int(starts[i + 1])))
+            rows[i % local].append(torch.arange(starts[i], starts[i + 1], device=dev))
         plan.expert_rows.append([torch.cat(r) for r in rows])
     return plan
 
