@@ -66,6 +66,7 @@ def test_degrees(kw, want):
 
 @pytest.mark.parametrize(("kw", "message"), [
     ({"workload": "dp", "ep": 2}, "needs the ep workload"),
+    ({"workload": "pp+ep"}, "not built"),
     ({"workload": "ep", "ep": 3, "dp": 2}, "must divide dp x cp"),
     ({"workload": "ep", "experts": 3}, "--experts 3 must divide by --ep 2"),
     ({"workload": "ep", "top_k": 5}, "--top-k 5"),

@@ -76,6 +76,8 @@ class WorkloadConfig:
         ep = self.ep if self.ep is not None else named("ep")
         if "ep" in parts and self.dp is None and cp >= 1 and ep >= 1:
             dp = math.lcm(dp, ep // math.gcd(ep, cp))
+        if "ep" in parts and pp != 1:
+            raise ConfigError(f"workload {self.workload}: ep inside pipeline stages is not built; drop pp or ep")
         if ep != 1 and "ep" not in parts:
             raise ConfigError(f"workload {self.workload}: --ep {ep} needs the ep workload (add '+ep')")
         if min(dp, cp, ep) >= 1 and (dp * cp) % ep:
