@@ -28,7 +28,8 @@ from ..errors import ConfigError
 from ..model.layout import ParallelLayout
 from . import comm
 
-AXES = ("tp", "cp", "dp", "ep", "edp")  # the axes the collectors build groups for, innermost first
+AXES = ("tp", "cp", "dp")  # the axes the collectors build groups for, innermost first
+EXPERT_AXES = ("ep", "edp")  # built only when ep > 1
 
 
 def coords(layout: ParallelLayout, rank: int) -> tuple[int, int, int]:
@@ -73,7 +74,7 @@ class Groups:
         return getattr(self, axis)
 
     def mine(self) -> list[tuple[str, Any]]:
-        return [(axis, g) for axis in AXES if (g := getattr(self, axis)) is not None]
+        return [(axis, g) for axis in (*AXES, *EXPERT_AXES) if (g := getattr(self, axis)) is not None]
 
 
 def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
@@ -87,7 +88,7 @@ def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
     me, groups = dist.get_rank(), Groups(layout)
     sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp * layout.cp, "ep": layout.ep,
              "edp": layout.dp * layout.cp // layout.ep if layout.ep > 1 else 1}
-    for axis in AXES:
+    for axis in (*AXES, *EXPERT_AXES):
         if sizes[axis] == 1:
             continue
         dim = "dp" if axis == "edp" else layout.dimension(axis).value
