@@ -139,7 +139,7 @@ def test_two_processes_fp32(tmp_path):
 
 @pytest.mark.slow
 def test_four_processes_fp32(tmp_path):
-    _run_and_check(tmp_path, _configs([("dp+ep", {"dp": 4, "batch": 4}), ("tp-sp+ep", {})]), 1e-4, 1e-5)
+    _run_and_check(tmp_path, _configs([("dp+ep", {"dp": 4, "batch": 4}), ("tp-sp+ep", {}), ("tp+ep", {})]), 1e-4, 1e-5)
 
 
 @pytest.mark.slow
