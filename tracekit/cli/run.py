@@ -31,6 +31,12 @@ def _workloads_epilog() -> str:
               help="pp: pipeline stages over the layers, 1F1B over --microbatches, activations sent stage to stage.")
 @click.option("--microbatches", type=int, default=None,
               help="Microbatches per step, for pp (default: the most, up to 4, that divide the batch per dp rank).")
+@click.option("--ep", type=int, default=None,
+              help="Expert-parallel degree, for ep (default 2; carved out of dp x cp, dp grows to hold it).")
+@click.option("--experts", type=int, default=4, show_default=True, help="Experts per MoE layer, for ep.")
+@click.option("--top-k", type=int, default=2, show_default=True, help="Experts per token, for ep.")
+@click.option("--capacity-factor", type=float, default=1.25, show_default=True,
+              help="For ep: an expert takes at most ceil(factor x tokens x top-k / experts) of a rank's tokens.")
 @click.option("--layers", type=int, default=2, show_default=True)
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
@@ -50,8 +56,8 @@ def _workloads_epilog() -> str:
                    "collectives: a straggler with a known cause.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
-def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batch, dtype, overlap, steps, activation_memory,
-        out_dir, delay=None, profile_memory=False, verbose=False):
+def run(workload, tp, cp, dp, pp, microbatches, ep, experts, top_k, capacity_factor, layers, seq, hidden, heads, batch,
+        dtype, overlap, steps, activation_memory, out_dir, delay=None, profile_memory=False, verbose=False):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
 
@@ -66,7 +72,8 @@ def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batc
     cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
                          heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
                          activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1,
-                         profile_memory=profile_memory, delay=delay)
+                         profile_memory=profile_memory, ep=ep, experts=experts, top_k=top_k,
+                         capacity_factor=capacity_factor, delay=delay)
     if microbatches is None:
         per_dp = max(batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
@@ -74,7 +81,7 @@ def run(workload, tp, cp, dp, pp, microbatches, layers, seq, hidden, heads, batc
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
-               f"{', overlap' if overlap else ''})")
+               f"{f' ep{lay.ep}' if lay.ep > 1 else ''}{', overlap' if overlap else ''})")
     with progress(f"running {lay.world_size} ranks"):
         result = run_workload(cfg, out_dir)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command

@@ -10,6 +10,10 @@ Global rank = (dp_index * cp + cp_index) * tp + tp_index. Groups are created on 
 - ``cp``: the context-parallel group, desc ``tracekit:cp`` (ring attention) or ``tracekit:ulysses``.
 - ``dp``: the gradient-synchronisation group: every rank holding the same weight shard (dp x cp ranks, as
   Megatron's DATA_PARALLEL_GROUP_WITH_CP), desc ``tracekit:dp``. Created only when it has more than one rank.
+- ``ep`` (only when ep > 1): the expert-parallel group, ``ep`` consecutive ranks of a dp group (Megatron's
+  EXPERT_MODEL_PARALLEL_GROUP), desc ``tracekit:ep``; ``edp``: the ranks of a dp group holding the same experts
+  (EXPERT_DATA_PARALLEL_GROUP, dp x cp / ep ranks), whose gradient all-reduce is data parallelism: desc
+  ``tracekit:dp``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..model.layout import ParallelLayout
 from . import comm
 
 AXES = ("tp", "cp", "dp")  # the axes the collectors build groups for, innermost first
+EXPERT_AXES = ("ep", "edp")  # built only when ep > 1
 
 
 def coords(layout: ParallelLayout, rank: int) -> tuple[int, int, int]:
@@ -45,7 +50,12 @@ def group_ranks(layout: ParallelLayout, axis: str) -> list[list[int]]:
         return [[at(lay, d, c, t) for c in r(lay.cp)] for d in r(lay.dp) for t in r(lay.tp)]
     if axis == "dp":
         return [sorted(at(lay, d, c, t) for d in r(lay.dp) for c in r(lay.cp)) for t in r(lay.tp)]
-    raise ConfigError(f"unknown axis {axis!r}; use tp, cp or dp")
+    if axis in ("ep", "edp"):  # j = d * cp + c indexes a dp group; ep groups are runs of ep consecutive j
+        n, ep = lay.dp * lay.cp, lay.ep
+        member = (lambda k: range(k * ep, (k + 1) * ep)) if axis == "ep" else (lambda k: range(k, n, ep))
+        count = n // ep if axis == "ep" else ep
+        return [[at(lay, j // lay.cp, j % lay.cp, t) for j in member(k)] for t in r(lay.tp) for k in r(count)]
+    raise ConfigError(f"unknown axis {axis!r}; use tp, cp, dp, ep or edp")
 
 
 @dataclass(slots=True)
@@ -56,29 +66,32 @@ class Groups:
     tp: object = None
     cp: object = None
     dp: object = None
+    ep: object = None
+    edp: object = None
     created: list[dict] = field(default_factory=list)
 
     def get(self, axis: str) -> object:
         return getattr(self, axis)
 
     def mine(self) -> list[tuple[str, Any]]:
-        return [(axis, g) for axis in AXES if (g := getattr(self, axis)) is not None]
+        return [(axis, g) for axis in (*AXES, *EXPERT_AXES) if (g := getattr(self, axis)) is not None]
 
 
 def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
     """Create every group of ``layout`` (collective: all ranks call it) and return this rank's."""
-    if layout.pp > 1 or layout.ep > 1:
-        raise ConfigError(f"layout pp{layout.pp} ep{layout.ep}: the collectors build tp, cp and dp groups only; "
-                          "create pipeline and expert groups yourself and pass them to profile(groups=...)")
+    if layout.pp > 1:
+        raise ConfigError(f"layout pp{layout.pp}: the collectors build tp, cp, dp and ep groups only; "
+                          "create pipeline groups yourself and pass them to profile(groups=...)")
     if dist.get_world_size() != layout.world_size:
         raise ConfigError(f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} needs {layout.world_size} "
                           f"processes, the world has {dist.get_world_size()}; change --tp/--cp/--dp")
     me, groups = dist.get_rank(), Groups(layout)
-    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp * layout.cp}
-    for axis in AXES:
+    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp * layout.cp, "ep": layout.ep,
+             "edp": layout.dp * layout.cp // layout.ep if layout.ep > 1 else 1}
+    for axis in (*AXES, *EXPERT_AXES):
         if sizes[axis] == 1:
             continue
-        dim = layout.dimension(axis).value
+        dim = "dp" if axis == "edp" else layout.dimension(axis).value
         for ranks in group_ranks(layout, axis):
             group = dist.new_group(ranks, group_desc=f"tracekit:{dim}")
             if me in ranks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -20,7 +21,12 @@ class WorkloadConfig:
     """``workload``: one of WORKLOADS or a combination joined by ``+`` ("tp-sp+cp-ring", "tp+dp"). A degree
     left as None is 2 for the dimensions the workload names and 1 otherwise; ``cp`` sets the context-parallel
     degree of both cp-ring and ulysses. ``steps``: profiled steps; ``wait``/``warmup`` steps run before them
-    and ``tail`` unprofiled steps after them (the baseline of the profiler-overhead figure)."""
+    and ``tail`` unprofiled steps after them (the baseline of the profiler-overhead figure).
+
+    ``ep`` (the mixture-of-experts MLP of moe.py): ``experts`` experts over an ep group of ``ep`` ranks (default 2)
+    carved out of dp x cp; dp defaults to the smallest degree that holds the ep group. ``top_k`` experts per
+    token, ``capacity_factor``: each expert takes at most ceil(factor x tokens x top_k / experts) of a rank's
+    tokens."""
 
     workload: str = "tp-sp"
     tp: int | None = None
@@ -46,6 +52,10 @@ class WorkloadConfig:
     pp: int | None = None  # pipeline stages (workload pp: the layers split into stages, 1F1B over microbatches)
     microbatches: int = 4
     delay: str | None = None  # "RANK:MS": that rank sleeps MS ms per step in record_function("tracekit:delay")
+    ep: int | None = None
+    experts: int = 4
+    top_k: int = 2
+    capacity_factor: float = 1.25
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -73,8 +83,18 @@ class WorkloadConfig:
         cp = self.cp if self.cp is not None else named("cp-ring", "ulysses")
         dp = self.dp if self.dp is not None else named("dp", *ZERO)
         pp = self.pp if self.pp is not None else named("pp")
+        ep = self.ep if self.ep is not None else named("ep")
+        if "ep" in parts and self.dp is None and cp >= 1 and ep >= 1:
+            dp = math.lcm(dp, ep // math.gcd(ep, cp))
+        if "ep" in parts and pp != 1:
+            raise ConfigError(f"workload {self.workload}: ep inside pipeline stages is not built; drop pp or ep")
+        if ep != 1 and "ep" not in parts:
+            raise ConfigError(f"workload {self.workload}: --ep {ep} needs the ep workload (add '+ep')")
+        if min(dp, cp, ep) >= 1 and (dp * cp) % ep:
+            raise ConfigError(f"workload {self.workload}: --ep {ep} must divide dp x cp = {dp * cp} (the expert "
+                              "group is carved out of the data- and context-parallel ranks); change --ep or --dp")
         try:
-            return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, sequence_parallel="tp-sp" in parts,
+            return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, sequence_parallel="tp-sp" in parts,
                                   cp_kind=CpKind.ULYSSES if "ulysses" in parts else CpKind.RING)
         except LayoutError:
             raise ConfigError(f"workload {self.workload}: degrees, layers, steps >= 1") from None
@@ -106,6 +126,11 @@ class WorkloadConfig:
              f"--batch {self.batch} must divide by --dp x --microbatches ({lay.dp} x {self.microbatches})"),
             (lay.pp == 1 or not any(p in ZERO for p in self.parts),
              "the pipeline runs dense stages: combine pp with dp, not with zero3/zero1"),
+            ("ep" not in self.parts or not any(p in ZERO for p in self.parts),
+             "ep syncs its dense and expert gradients itself: combine ep with dp, not with zero3/zero1"),
+            (self.experts >= 1 and self.experts % lay.ep == 0, f"--experts {self.experts} must divide by --ep {lay.ep}"),
+            (1 <= self.top_k <= self.experts, f"--top-k {self.top_k} must be between 1 and --experts {self.experts}"),
+            (self.capacity_factor > 0, f"--capacity-factor {self.capacity_factor} must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -136,6 +161,12 @@ class WorkloadConfig:
         micro-batch (the global batch over dp); LayerNorm saves its mean and rstd in the activation dtype on
         CPU, fp32 on CUDA (``layernorm_stat_bytes``); the dropout masks are ``torch.native_dropout``'s bools."""
         lay = self.layout()
+        if "ep" in self.parts:  # no Korthikanti term for a routed MLP: measured only (docs/collectors.md)
+            return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
+                    "micro_batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
+                    "dropout": self.dropout, "mlp": "moe", "experts": self.experts, "top_k": self.top_k,
+                    "capacity_factor": self.capacity_factor, "expert_ffn_hidden": 4 * self.hidden,
+                    "ep": lay.ep, "tp": lay.tp, "cp": lay.cp, "sp": lay.sequence_parallel and lay.tp > 1}
         return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
                 "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
                 "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,

@@ -101,9 +101,14 @@ class Layer(nn.Module):
         o = RowParallel.apply(ctx, self.proj, mode, p.tp_group, chunks)
         x = x + self._dropout(o)
         ln2 = F.layer_norm(x, (h,), self.ln2_w, self.ln2_b)
+        return x + self._dropout(self._mlp(ln2))
+
+    def _mlp(self, ln2: torch.Tensor) -> torch.Tensor:
+        """The MLP block on the LayerNorm output (the mixture-of-experts layer of moe.py replaces it)."""
+        p, mode = self.par, self._mode()
+        chunks = p.chunks if p.tp_group is not None else 1
         f = F.gelu(ColumnParallel.apply(ln2, self.fc1, mode, p.tp_group, chunks))
-        y = RowParallel.apply(f, self.fc2, mode, p.tp_group, chunks)
-        return x + self._dropout(y)
+        return RowParallel.apply(f, self.fc2, mode, p.tp_group, chunks)
 
     def _dropout(self, y: torch.Tensor) -> torch.Tensor:
         """``torch.native_dropout``: a one-byte mask, as the paper counts (``F.dropout`` on CPU keeps it in the

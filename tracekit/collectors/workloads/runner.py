@@ -26,6 +26,7 @@ from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..profile import profile
 from ..quiet import quiet_profiler_chatter
+from . import moe
 from .config import WorkloadConfig
 from .delay import host_delay, step_delay_ms
 from .dp import GradSync
@@ -65,9 +66,12 @@ def build_rank(cfg: WorkloadConfig, device):
     groups = build_groups(lay)
     dpi, cpi, tpi = coords(lay, dist.get_rank())
     par = Parallel(lay, groups.tp, groups.cp, tpi, cpi, cfg.chunks if cfg.overlap else 1)
-    layers = torch.nn.ModuleList(
-        Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
-              cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
+    if "ep" in cfg.parts:
+        layers = moe.build_layers(cfg, lay, groups, par, tpi, device)
+    else:
+        layers = torch.nn.ModuleList(
+            Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
+                  cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
     x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, lay.dp, dpi)
     return lay, groups, par, layers, x.to(device=device, dtype=cfg.torch_dtype), local_positions(cfg.seq, par, device)
 
@@ -82,8 +86,13 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         else []
     zero = ZeroSync(layers, cfg.zero_stage, groups.dp, cfg.overlap, groups.tp if sp_params else None,
                     Layer.LN_PARAMS) if cfg.zero_stage else None
-    sync = zero or GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel,
-                            cfg.layers, cfg.overlap)
+    if zero is not None:
+        syncs: list = [zero]
+    elif "ep" in cfg.parts:
+        syncs = moe.grad_syncs(cfg, groups, par, layers)
+    else:
+        syncs = [GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
+                          cfg.overlap)]
     delay = step_delay_ms(cfg, dist.get_rank())
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
@@ -99,7 +108,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             y = layer(y, pos)
         loss = (y.float() ** 2).sum() / norm
         loss.backward()
-        sync.finish()
+        for sync in syncs:
+            sync.finish()
         losses.append(float(loss.detach()))
         if i == 0 and return_state:
             grads = zero.full_grads() if zero else {f"{li}.{n}": p.grad for li, m in enumerate(layers)
@@ -128,6 +138,8 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
         traces = [str(p) for p in prof.trace_paths]
         if prof.activation is not None and prof.activation.path is not None:
             activation = str(prof.activation.path)
+        if "ep" in cfg.parts:
+            moe.write_split_log(layers, out_dir, dist.get_rank())
     else:
         for i in range(total):
             one_step(i)
