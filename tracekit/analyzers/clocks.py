@@ -127,10 +127,12 @@ def estimate_offsets(df: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, Cloc
     chain(ranks[0])
     used: set[tuple[int, int]] = set()
     while True:  # then the tightest send/recv link from an aligned rank to an unaligned one, and its collectives
-        links = [(out[a].spread_ns + e[2], -e[3], a, e) for a in out for e in p2p.get(a, ()) if e[0] not in out]
+        # (a consistent link before a contradictory one, whose "spread" is how far its bounds cross, no bound)
+        links = [(e[4].endswith("unbounded"), out[a].spread_ns + e[2], -e[3], a, e)
+                 for a in out for e in p2p.get(a, ()) if e[0] not in out]
         if not links:
             break
-        _, _, a, (b, est, spread, n, method) = min(links, key=lambda t: t[:3])
+        *_, a, (b, est, spread, n, method) = min(links, key=lambda t: t[:4])
         out[b] = ClockOffset(int(b), out[a].offset_ns + est, out[a].spread_ns + spread, n, method)
         used.add((min(a, b), max(a, b)))
         chain(b)

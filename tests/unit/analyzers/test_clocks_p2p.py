@@ -124,3 +124,16 @@ def test_contradictory_pairs_fall_back_with_a_warning():
     out, warnings = estimate_offsets(run.frame(), [0, 1])
     assert out[1].method == "p2p-unbounded" and out[1].spread_ns == 100
     assert len(warnings) == 1 and "send/recv timings contradict" in warnings[0]
+
+
+def test_a_consistent_link_is_preferred_to_a_contradictory_one():
+    """Stage 1 is ranks 1 and 2 (an all_reduce); rank 0 links to 1 by pairs whose bounds cross by 100 ns and to
+    2 by consistent pairs (spread 400 ns): stage 1 is reached over rank 2, and no contradiction is reported."""
+    skew = {1: 5_000, 2: 5_000}
+    run = pipeline(2, skew, rank=lambda s: 2 * s)
+    run.p2p(0, 1, send=(91_000, 91_100), recv=(90_900, 90_950))
+    run.p2p(1, 0, send=(92_000, 92_100), recv=(91_900, 91_950))
+    run.coll("all_reduce", {1: (95_000, 96_000), 2: (95_000, 96_000)})
+    out, warnings = estimate_offsets(run.frame(), [0, 1, 2])
+    assert out[2].method.startswith("p2p-") and out[2].spread_ns == 400 and not out[1].method.startswith("p2p")
+    assert not warnings and all(abs(out[r].offset_ns - skew[r]) <= out[r].spread_ns for r in (1, 2))
