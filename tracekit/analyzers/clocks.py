@@ -26,6 +26,7 @@ unaligned, with a warning.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -115,10 +116,16 @@ def estimate_offsets(df: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, Cloc
     p2p, p2p_warnings = _edges(p2p_pairs, "p2p-", "send/recv")
     out = {ranks[0]: ClockOffset(ranks[0], 0.0, 0.0, 0, "reference")}
 
+    links: list = []  # heap of send/recv links out of the aligned ranks
+
     def chain(start: int) -> None:  # breadth first over collectives, the best-matched peer first
         todo = deque([start])
         while todo:
             a = todo.popleft()
+            # a consistent link before a contradictory one (whose "spread" is how far its bounds cross, no bound),
+            # then the least summed spread, then the most pairs
+            for b, est, spread, n, method in p2p.get(a, ()):
+                heapq.heappush(links, (method.endswith("unbounded"), out[a].spread_ns + spread, -n, a, b, est, method))
             for b, est, spread, n, method in sorted(coll.get(a, ()), key=lambda t: -t[3]):
                 if b not in out:
                     out[b] = ClockOffset(int(b), out[a].offset_ns + est, out[a].spread_ns + spread, n, method)
@@ -126,14 +133,11 @@ def estimate_offsets(df: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, Cloc
 
     chain(ranks[0])
     used: set[tuple[int, int]] = set()
-    while True:  # then the tightest send/recv link from an aligned rank to an unaligned one, and its collectives
-        # (a consistent link before a contradictory one, whose "spread" is how far its bounds cross, no bound)
-        links = [(e[4].endswith("unbounded"), out[a].spread_ns + e[2], -e[3], a, e)
-                 for a in out for e in p2p.get(a, ()) if e[0] not in out]
-        if not links:
-            break
-        *_, a, (b, est, spread, n, method) = min(links, key=lambda t: t[:4])
-        out[b] = ClockOffset(int(b), out[a].offset_ns + est, out[a].spread_ns + spread, n, method)
+    while links:  # then the tightest send/recv link from an aligned rank to an unaligned one, and its collectives
+        _, total, negn, a, b, est, method = heapq.heappop(links)
+        if b in out:
+            continue
+        out[b] = ClockOffset(int(b), out[a].offset_ns + est, total, -negn, method)
         used.add((min(a, b), max(a, b)))
         chain(b)
     warnings += [w for pair, w in p2p_warnings.items() if pair in used]  # a link not used moves no number
