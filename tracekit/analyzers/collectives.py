@@ -4,7 +4,8 @@ time in a collective into wait (for the last peer) and transfer, rank the stragg
 Matching: group collectives by (process group, ``Seq``) where every instance of the group has one, else by
 order within the process group on each rank; point-to-point by (group, src, dst, order). Op and size must
 agree: a mismatch is reported and never paired. Clock offsets (tracekit.analyzers.clocks) come from causality
-bounds of matched collectives and are applied before any cross-rank number is computed.
+bounds of matched collectives (and of send/recv pairs where no collective links ranks) and are applied before
+any cross-rank number is computed.
 """
 
 from __future__ import annotations
@@ -92,10 +93,11 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
     if align_clocks and len(ranks) > 1 and len(offsets) < 2:
         why = ("no collectives in the traces" if df.empty else "none paired" if not (df["match"] >= 0).any()
-               else "only point-to-point or one-sided ops paired, which bound no clock offset")
+               else "only one-sided ops, or point-to-point pairs running one way, paired: they bound no clock offset")
         mismatches.append(f"clock alignment impossible: no all_reduce/all_gather/reduce_scatter/all_to_all/barrier "
-                          f"matched across ranks ({why}); no cross-rank wait, skew or straggler is computed. If the "
-                          "ranks share one clock (one host), --no-align-clocks computes them on the raw times")
+                          f"nor send/recv pairs both ways matched across ranks ({why}); no cross-rank wait, skew or "
+                          "straggler is computed. If the ranks share one clock (one host), --no-align-clocks computes them "
+                          "on the raw times")
     if align_clocks and len(df):  # never mix clocks: a match with an unaligned rank gives no cross-rank figure
         unaligned_match = df.loc[(df["match"] >= 0) & ~df["rank"].isin(list(offsets)), "match"].unique()
         df.loc[df["match"].isin(unaligned_match), "match"] = -1
