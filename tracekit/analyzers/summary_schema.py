@@ -12,7 +12,6 @@ import pandas as pd
 from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.traceset import TraceSet
 
-
 # Per-instance rows kept in the summary: the most exposed this many (a 5 M-event trace has 1.7 M instances, a
 # 770 MB summary); the rest are counted in `collectives_limit` and written in full by `--collectives-out`.
 DEFAULT_MAX_COLLECTIVE_ROWS = 20_000
@@ -51,11 +50,12 @@ def build_summary(traces: TraceSet, comm) -> dict:
     out.update(sections)
     # the run's warnings hold the ranks' already (the loader copies them): each is listed once
     out["warnings"] = list(dict.fromkeys([*md.warnings, *(w for i in infos for w in i.warnings), *comm.warnings]))
-    bound = out["collectives_limit"]
+    bound = sections["collectives_limit"]
     if bound["omitted"]:
-        out["warnings"].append(f"the summary keeps the {bound['limit']} most exposed of {bound['total']} collective "
-                               "instances (`collectives_limit`); write every instance with `tracekit analyze "
-                               "--collectives-out FILE.parquet`, or raise TRACEKIT_MAX_COLLECTIVE_ROWS")
+        out["warnings"] = [*out["warnings"], (
+            f"the summary keeps the {bound['limit']} most exposed of {bound['total']} collective instances "
+            "(`collectives_limit`); write every instance with `tracekit analyze --collectives-out FILE.parquet`, or "
+            "raise TRACEKIT_MAX_COLLECTIVE_ROWS")]
     return out
 
 

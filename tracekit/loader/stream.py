@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import msgspec
 
@@ -133,7 +133,7 @@ class EventStream:
         except RecursionError:
             raise TraceFormatError(too_deep(self.path)) from None
 
-    def _chunks(self) -> Iterator[bytes]:
+    def _chunks(self) -> Generator[bytes, None, None]:
         try:
             yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16))
         except CorruptGzip:
