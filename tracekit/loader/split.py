@@ -16,6 +16,7 @@ serial way, which knows how to be lenient and to salvage.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import time
@@ -78,8 +79,8 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
     with open_regular(path) as fh:
         gz = fh.read(2) == b"\x1f\x8b"
         size = os.fstat(fh.fileno()).st_size
-    if gz or workers < 2 or size < MIN_SPLIT_BYTES:
-        raise NotStreamable("not a big plain-JSON trace with cores to spare")
+    if gz or workers < 2 or size < MIN_SPLIT_BYTES or multiprocessing.current_process().daemon:
+        raise NotStreamable("not a big plain-JSON trace with cores to spare (or a daemon process: no children)")
     if size > limits.max_bytes:  # the serial reader refuses it as the bytes stream; here before any work
         raise InputLimitError(f"{path}: is larger than {limits.max_bytes} bytes (a gzip bomb or a huge trace?); raise "
                               "the limit with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
