@@ -265,20 +265,28 @@ def main() -> None:
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sizes = [int(s) for s in (a.sizes or ("300,500" if a.full else "100")).split(",")]
+    out = a.out or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}{'-full' if a.full else ''}.json")
     doc: dict = {"machine": machine(), "startup": startup(a.timeout), "traces": []}
     for mb in sizes:
         d, info = trace_dir(a.work, f"trace-{mb}mb", sized(mb))
         doc["traces"].append({"size_mb": mb, "trace": info, "runs": bench_trace(d, a.work, not a.skip_hta, a.timeout)})
+        save(doc, out)
     if a.full:
         d, info = trace_dir(a.work, "trace-1500mb", sized(1500))
         doc["streaming_1500mb"] = {"trace": info, "runs": bench_trace(d, a.work, False, a.timeout, split=False)}
+        save(doc, out)
         doc["bounded_5m"] = bench_bounded(a.work, 5_000_000, a.timeout)
+        save(doc, out)
         doc["ranks_64"] = bench_ranks(a.work, 64, 30, not a.skip_hta, a.timeout)
+    save(doc, out)
+    print(f"results: {out}")
+
+
+def save(doc: dict, out: str) -> None:
+    """After each part, so that a run stopped half-way keeps what it measured."""
     doc["machine"]["load_avg_at_end"] = os.getloadavg()
-    out = a.out or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}{'-full' if a.full else ''}.json")
     with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)
-    print(f"results: {out}")
 
 
 if __name__ == "__main__":
