@@ -105,7 +105,9 @@ def generate(src: str, out: str, target_mb: float, rank: int | None = None, worl
     enc = msgspec.json.Encoder()
     per_copy = len(enc.encode(timed))
     copies = max(1, round(target_mb * 1e6 / per_copy))
-    head = enc.encode(doc)[:-1]  # the header object without its closing brace
+    # the header object without its closing brace; `"rank": N` with the space torch writes: HTA finds a file's
+    # rank with the regex '"rank":\s+(\d+)' and takes every file without that match for rank 0
+    head = enc.encode(doc)[:-1].replace(b'"rank":', b'"rank": ')
     n = len(meta)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".tmp", "wb") as fh:
