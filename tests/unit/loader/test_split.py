@@ -70,7 +70,7 @@ def test_a_real_trace_is_really_split_and_joined_in_order(tmp_path, small_pieces
     assert len(stats["piece_bytes"]) == 6 and min(stats["piece_bytes"]) > 0
     assert header.baseTimeNanoseconds is not None  # the header after the events came from the last piece
     serial, _ = load_file(path, LoadOptions(cache=False))
-    assert builder.rows == len(serial) + 0  # no duplicate checks dropped anything in this real trace
+    assert builder.rows == len(serial)  # every kept event once (this real trace has no duplicates to drop)
 
 
 def test_gzip_is_not_split(tmp_path, small_pieces):
@@ -93,10 +93,15 @@ def test_size_limit_is_kept(tmp_path, small_pieces):
         load_file(path, LoadOptions(cache=False, split=2, max_bytes=10_000))
 
 
-def test_a_blank_run_inside_a_piece_is_refused(tmp_path, small_pieces):
-    events = kernels(400)
+def test_a_blank_run_inside_a_piece_is_refused_by_its_worker(tmp_path, small_pieces):
+    """A 2.5 MiB run of blanks after the first event, cuts far past it: the first piece's worker refuses it (the
+    limit on blank runs holds in every piece), and the whole load fails the same way."""
+    compact = open(write_trace(tmp_path / "u.json", kernels(80_000)), "rb").read()
     path = tmp_path / "t.json"
-    path.write_bytes(open(write_trace(tmp_path / "u.json", events), "rb").read().replace(b",\n", b"," + b" " * (3 << 20), 1))
+    path.write_bytes(compact.replace(b",\n", b"," + b" " * (5 << 19), 1))
+    assert path.stat().st_size > 4 * (3 << 20)  # the first cut (a quarter in) lies past the blank run
+    with pytest.raises(InputLimitError, match="whitespace"):
+        split.load_split(str(path), StreamLimits(), RuleSet(), 2)
     with pytest.raises(InputLimitError, match="whitespace"):
         load_file(str(path), LoadOptions(cache=False, split=2))
 
