@@ -1,200 +1,292 @@
-"""tracekit vs HTA 0.5.0 on the same generated traces, side by side in one run.
+"""tracekit vs HTA 0.5.0, whole processes, side by side in one run; results as JSON in benchmarks/.
 
-Each measurement runs in its own subprocess (peak RSS from getrusage of that child alone): HTA
-``TraceAnalysis`` load and its comm/comp overlap; tracekit load (no cache), cached reload (Parquet) and
-``tracekit.analyze``. Times exclude interpreter start and imports on both sides. Prints a table with ratios and
-writes JSON. Timings live here, never in tests.
+Every measurement is one fresh process (interpreter start and imports included: what a user waits for), run from
+a wrapper that times it and samples the summed RSS of its whole process tree every 20 ms (the split loader's
+workers count); ``peak_gb`` is that sum, ``peak_max_gb`` the largest single process (getrusage). What runs:
 
-    python benchmarks/run.py                 # quick: a ~100 MB trace (a few minutes)
-    python benchmarks/run.py --sizes 100,500,1500 --repeat 2
+- ``tk_analyze``: ``tracekit analyze DIR --format json --no-cache`` (one file: split over every core);
+  ``tk_analyze_serial``: the same with ``--executor serial`` (one process); ``tk_analyze_cached``: warm cache.
+- ``hta``: HTA 0.5.0 ``TraceAnalysis(trace_dir=DIR)`` + ``get_comm_comp_overlap(visualize=False)``.
+- ``tk_import`` / ``tk_help``: ``python -c "import tracekit"`` and ``tracekit --help`` (``py_start``: bare python).
+- ``split``: one load split on 2 processes, with the CPU seconds of each piece: what N cores would take.
+
+    python benchmarks/run.py            # quick (`make bench`): a 100 MB trace, a few minutes
+    python benchmarks/run.py --full     # 300 MB and 500 MB with HTA, 1.5 GB (memory), 5 M events (bounded
+                                        # outputs: analyze and report), 64 ranks x 30 MB (HTA with a time limit)
+
+Timings are noisy on a shared machine: the ratios of runs made side by side in one invocation are what counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
-import tempfile
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SOURCE = os.path.join(ROOT, "tests", "data", "kineto-gpu", "allreduce-broadcast-2rank-rank0.json.gz")
+PY = sys.executable
 
-# each snippet prints one JSON line {"seconds": ..., ...}; the trace directory is argv[1]
-SNIPPETS = {
-    "hta_load": """
+HTA = """
 import sys, time, json
-from hta.trace_analysis import TraceAnalysis
 t = time.perf_counter()
-a = TraceAnalysis(trace_dir=sys.argv[1])
-print(json.dumps({"seconds": time.perf_counter() - t}))
-""",
-    "hta_overlap": """
-import sys, time, json
 from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=sys.argv[1])
-t = time.perf_counter()
+t_load = time.perf_counter()
 df = a.get_comm_comp_overlap(visualize=False)
-print(json.dumps({"seconds": time.perf_counter() - t, "ratio": float(df.iloc[:, -1].mean())}))
-""",
-    "tracekit_load": """
-import sys, time, json
-from tracekit.loader.io import LoadOptions, load
-import pyarrow.parquet, pandas  # imports are not load time (on either side)
+print(json.dumps({"load_s": t_load - t, "overlap_s": time.perf_counter() - t_load,
+                  "overlap_ratio": float(df.iloc[:, -1].mean())}))
+"""
+
+SPLIT = """
+import sys, time, json, os
+from tracekit.loader import split
+from tracekit.loader.classify import RuleSet
+from tracekit.loader.decode import StreamLimits, gc_paused
+from tracekit.loader.io import _load_streaming, LoadOptions
+path, workers = sys.argv[1], int(sys.argv[2])
+c = time.process_time(); t = time.perf_counter()
+_load_streaming(path, LoadOptions(cache=False))
+serial = {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
+stats = {}
 t = time.perf_counter()
-ts = load(sys.argv[1], options=LoadOptions(cache=False), executor="serial", progress=False)
-print(json.dumps({"seconds": time.perf_counter() - t, "events": sum(len(t) for _, t in ts)}))
-""",
-    "tracekit_cache_write": """
-import sys, time, json
-from tracekit.loader.io import LoadOptions, load
-ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
-print(json.dumps({"seconds": 0.0}))
-""",
-    "tracekit_cached": """
-import sys, time, json
-from tracekit.loader.io import LoadOptions, load
-import pyarrow.parquet, pandas  # imports are not load time (on either side)
-t = time.perf_counter()
-ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
-print(json.dumps({"seconds": time.perf_counter() - t, "events": sum(len(t) for _, t in ts)}))
-""",
-    "tracekit_analyze": """
-import sys, time, json
-import tracekit
-from tracekit.loader.io import LoadOptions, load
-ts = load(sys.argv[1], options=LoadOptions(cache=True, cache_dir=sys.argv[2]), executor="serial", progress=False)
-t = time.perf_counter()
-s = tracekit.analyze(ts)
-r = s.comm.ranks[0].totals
-print(json.dumps({"seconds": time.perf_counter() - t, "ratio": r.overlap_ratio, "events": len(ts.table(ts.ranks[0]))}))
-""",
-}
+builder, header, warnings = split.load_split(path, StreamLimits(), RuleSet(), workers, stats)
+t1, c1 = time.perf_counter(), time.process_time()
+with gc_paused():
+    table, info = builder.finish(header, path, warnings)
+stats.update(finish_s=time.perf_counter() - t1, finish_cpu_s=time.process_time() - c1, split_wall_s=time.perf_counter() - t,
+             serial=serial, rows=len(table))
+print(json.dumps(stats))
+"""
 
 
-def measure(name: str, trace_dir: str, cache_dir: str, timeout: int) -> dict:
-    """Run one snippet in a fresh interpreter; its peak RSS is that child's alone (wait4 rusage)."""
+def tree_rss(pid: int) -> int:
+    """Summed RSS (bytes) of ``pid`` and its descendants, from /proc."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += kids.get(p, [])
+        try:
+            with open(f"/proc/{p}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def measure(cmd: list[str], timeout: float, max_tree_gb: float | None = None) -> dict:
+    """Run ``cmd`` (a whole process), timing it and sampling its tree's RSS; stop it past ``timeout`` seconds or
+    ``max_tree_gb`` (so a run that would exhaust the shared machine is reported, not survived)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-c", SNIPPETS[name], trace_dir, cache_dir], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return {"error": f"timeout after {timeout} s"}
-    if proc.returncode != 0:
-        return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"}
-    result = json.loads(out.strip().splitlines()[-1])
-    # ru_maxrss of RUSAGE_CHILDREN is the largest peak of the waited-for children: this wrapper has one
-    result["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
-    return result
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    peak, stop = [0], [""]
+
+    def sample():
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+            if time.perf_counter() - t > timeout:
+                stop[0] = f"stopped after {timeout:.0f} s"
+            elif max_tree_gb and peak[0] > max_tree_gb * 1024**3:
+                stop[0] = f"stopped at {max_tree_gb} GB of memory after {time.perf_counter() - t:.0f} s"
+            if stop[0]:
+                os.killpg(proc.pid, 9)
+                return
+            time.sleep(0.02)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t
+    sampler.join()
+    res: dict = {"wall_s": wall, "peak_gb": peak[0] / 1024**3}
+    if stop[0] or proc.returncode:
+        res["error"] = stop[0] or (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+        res["stderr_tail"] = err.strip().splitlines()[-3:]
+    lines = out.strip().splitlines()
+    if lines and lines[-1].startswith("{"):
+        with contextlib.suppress(ValueError):
+            res.update(json.loads(lines[-1]))
+    return res
 
 
-def run_isolated(name: str, trace_dir: str, cache_dir: str, timeout: int) -> dict:
-    """Measure in a wrapper child, so RUSAGE_CHILDREN there holds exactly this one snippet's peak."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--_one", name, trace_dir, cache_dir, str(timeout)]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    try:
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
+def tracekit_cmd(*args: str) -> list[str]:
+    return [PY, "-m", "tracekit", *args]
 
 
-def generate(size_mb: int, work: str) -> tuple[str, dict]:
+def trace_dir(work: str, name: str, make) -> tuple[str, dict]:
+    d = os.path.join(work, name)
+    marker = os.path.join(d, ".done.json")
+    if os.path.exists(marker):
+        with open(marker) as fh:
+            return d, dict(json.load(fh), reused=True)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    info = make(d)
+    with open(marker, "w") as fh:
+        json.dump(info, fh)
+    return d, info
+
+
+def gen():
     sys.path.insert(0, HERE)
-    from gen_trace import generate as gen
+    import gen_trace
 
-    d = os.path.join(work, f"trace-{size_mb}mb")
-    out = os.path.join(d, "rank0.json")
-    if os.path.exists(out):
-        return d, {"path": out, "bytes": os.path.getsize(out), "reused": True}
-    return d, gen(SOURCE, out, size_mb)
+    return gen_trace
+
+
+def sized(mb: int):
+    return lambda d: gen().generate(SOURCE, os.path.join(d, "rank0.json"), mb)
+
+
+def one_file(d: str) -> str:
+    return next(os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".json") and not f.startswith("."))
+
+
+def bench_trace(d: str, work: str, hta: bool, timeout: float, split: bool = True) -> dict:
+    out = os.path.join(work, "out")
+    os.makedirs(out, exist_ok=True)
+    summary = os.path.join(out, "summary.json")
+    runs: dict[str, dict] = {}
+    runs["tk_analyze"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary), timeout)
+    runs["tk_analyze"]["summary_bytes"] = os.path.getsize(summary) if os.path.exists(summary) else None
+    runs["tk_analyze_serial"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--executor",
+                                                     "serial", "--out", summary), timeout)
+    cache = os.path.join(work, "cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out", summary), timeout)
+    runs["tk_analyze_cached"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out",
+                                                     summary), timeout)
+    shutil.rmtree(cache, ignore_errors=True)
+    if split:
+        runs["split"] = measure([PY, "-c", SPLIT, one_file(d), "2"], timeout)
+    if hta:
+        runs["hta"] = measure([PY, "-c", HTA, d], timeout, max_tree_gb=10)
+    for name, r in runs.items():
+        print(f"  {os.path.basename(d)} {name}: {_short(r)}", file=sys.stderr, flush=True)
+    return runs
+
+
+def _short(r: dict) -> str:
+    return json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
+                       if not isinstance(v, (list, dict))})
+
+
+def bench_bounded(work: str, events: int, timeout: float) -> dict:
+    d, info = trace_dir(work, f"synthetic-{events // 1_000_000}m",
+                        lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"), events))
+    out = os.path.join(work, "out")
+    os.makedirs(out, exist_ok=True)
+    summary, html, table = (os.path.join(out, n) for n in ("bounded.json", "bounded.html", "bounded.parquet"))
+    runs = {"tk_analyze": measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary,
+                                               "--collectives-out", table), timeout),
+            "tk_report": measure(tracekit_cmd("report", d, "--no-cache", "-o", html), timeout)}
+    runs["tk_analyze"].update(summary_bytes=_size(summary), parquet_bytes=_size(table))
+    runs["tk_report"]["html_bytes"] = _size(html)
+    for name, r in runs.items():
+        print(f"  bounded {name}: {_short(r)}", file=sys.stderr, flush=True)
+    return {"trace": info, "runs": runs}
+
+
+def _size(path: str) -> int | None:
+    return os.path.getsize(path) if os.path.exists(path) else None
+
+
+def bench_ranks(work: str, ranks: int, mb: int, hta: bool, timeout: float) -> dict:
+    def make(d):
+        g = gen()
+        infos = [g.generate(SOURCE, os.path.join(d, f"rank{r}.json"), mb, rank=r, world=ranks, group=8)
+                 for r in range(ranks)]
+        return {"ranks": ranks, "bytes": sum(i["bytes"] for i in infos), "events": sum(i["events"] for i in infos)}
+    d, info = trace_dir(work, f"dp-{ranks}x{mb}mb", make)
+    out = os.path.join(work, "out", "ranks.json")
+    runs = {"tk_analyze": measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", out), timeout)}
+    if hta:
+        runs["hta"] = measure([PY, "-c", HTA, d], timeout, max_tree_gb=10)
+    for name, r in runs.items():
+        print(f"  {ranks} ranks {name}: {_short(r)}", file=sys.stderr, flush=True)
+    return {"trace": info, "runs": runs}
 
 
 def machine() -> dict:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
     from importlib.metadata import version
 
-    import hta  # noqa: F401
-
-    return {"date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "memory_gb": round(mem, 1),
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+            "cpus": os.cpu_count(), "memory_gb": round(mem, 1), "load_avg_at_start": os.getloadavg(),
             "python": platform.python_version(), "platform": platform.platform(),
-            "hta": version("HolisticTraceAnalysis"), "msgspec": version("msgspec"), "numpy": version("numpy")}
+            "cpu": _cpu_model(), **{p: version(p) for p in ("HolisticTraceAnalysis", "msgspec", "numpy", "pandas",
+                                                             "pyarrow")}}
 
 
-def bench_size(size_mb: int, work: str, repeat: int, timeout: int, skip_hta: bool, hta_once_mb: int) -> dict:
-    trace_dir, info = generate(size_mb, work)
-    cache_dir = tempfile.mkdtemp(prefix="tk-cache-", dir=work)
-    names = ["tracekit_load", "tracekit_cache_write", "tracekit_cached", "tracekit_analyze"]
-    if not skip_hta:
-        names += ["hta_load"] if size_mb > hta_once_mb else ["hta_load", "hta_overlap"]
-    runs: dict[str, list[dict]] = {n: [] for n in names}
-    for _ in range(repeat):
-        for n in names:
-            if runs[n] and (n == "tracekit_cache_write" or (n.startswith("hta") and size_mb > hta_once_mb)):
-                continue
-            runs[n].append(run_isolated(n, trace_dir, cache_dir, timeout))
-            print(f"  {size_mb} MB {n}: {runs[n][-1]}", file=sys.stderr, flush=True)
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    return {"size_mb": size_mb, "trace": info, "runs": runs}
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        return ""
 
 
-def _best(rows: list[dict], key: str):
-    vals = [r[key] for r in rows if key in r]
-    return (min(vals), max(vals)) if vals else (None, None)
-
-
-def table(results: list[dict]) -> str:
-    lines = [f"{'trace':>8} {'what':<16} {'time s (min..max)':>20} {'peak GB':>8} {'vs HTA load':>12}"]
-    for res in results:
-        hta_t, _ = _best(res["runs"].get("hta_load", []), "seconds")
-        hta_m, _ = _best(res["runs"].get("hta_load", []), "peak_rss_gb")
-        for n in ("hta_load", "hta_overlap", "tracekit_load", "tracekit_cached", "tracekit_analyze"):
-            rows = res["runs"].get(n, [])
-            lo, hi = _best(rows, "seconds")
-            if lo is None:
-                if rows:
-                    lines.append(f"{res['size_mb']:>6}MB {n:<16} {rows[-1].get('error', '?')}")
-                continue
-            mem, _ = _best(rows, "peak_rss_gb")
-            ratio = f"{hta_t / lo:6.1f}x" if hta_t and n in ("tracekit_load", "tracekit_cached") else ""
-            if hta_m and n == "tracekit_load":
-                ratio += f" mem {mem / hta_m:.2f}"
-            lines.append(f"{res['size_mb']:>6}MB {n:<16} {lo:9.2f}..{hi:<9.2f} {mem:8.2f} {ratio:>12}")
-    return "\n".join(lines)
+def startup(timeout: float) -> dict:
+    runs = {"py_start": [measure([PY, "-c", "pass"], timeout) for _ in range(3)],
+            "tk_import": [measure([PY, "-c", "import tracekit"], timeout) for _ in range(3)],
+            "tk_help": [measure(tracekit_cmd("--help"), timeout) for _ in range(3)]}
+    out = {k: {"min_wall_s": min(r["wall_s"] for r in v), "runs": v} for k, v in runs.items()}
+    print(f"  startup: { {k: round(v['min_wall_s'], 3) for k, v in out.items()} }", file=sys.stderr, flush=True)
+    return out
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--_one":
-        name, trace_dir, cache_dir, timeout = sys.argv[2:6]
-        print(json.dumps(measure(name, trace_dir, cache_dir, int(timeout))))
-        return
-    p = argparse.ArgumentParser(description="tracekit vs HTA: load time, peak memory, overlap analysis")
-    p.add_argument("--sizes", default="100", help="comma-separated trace sizes in MB of JSON (e.g. 100,500,1500)")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "tracekit-bench"),
-                   help="where generated traces are kept (reused between runs; never inside the repository)")
-    p.add_argument("--out", default=os.path.join(ROOT, "out", "bench.json"))
-    p.add_argument("--timeout", type=int, default=1800)
+    p = argparse.ArgumentParser(description="tracekit vs HTA: whole-process time and peak memory, side by side")
+    p.add_argument("--full", action="store_true", help="the full sizes (tens of minutes; run once)")
+    p.add_argument("--sizes", default=None, help="comma-separated trace sizes in MB (default 100; --full 300,500)")
+    p.add_argument("--work", default="/tmp/tracekit-bench", help="generated traces (reused; never the repository)")
+    p.add_argument("--out", default=None, help="results JSON (default benchmarks/results-DATE[-full].json)")
+    p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--skip-hta", action="store_true")
-    p.add_argument("--hta-once-mb", type=int, default=600,
-                   help="above this size HTA's load runs once and its overlap call is skipped (minutes each)")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    results = [bench_size(int(s), a.work, a.repeat, a.timeout, a.skip_hta, a.hta_once_mb) for s in a.sizes.split(",")]
-    doc = {"machine": machine(), "results": results}
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as fh:
+    sizes = [int(s) for s in (a.sizes or ("300,500" if a.full else "100")).split(",")]
+    out = a.out or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}{'-full' if a.full else ''}.json")
+    doc: dict = {"machine": machine(), "startup": startup(a.timeout), "traces": []}
+    for mb in sizes:
+        d, info = trace_dir(a.work, f"trace-{mb}mb", sized(mb))
+        doc["traces"].append({"size_mb": mb, "trace": info, "runs": bench_trace(d, a.work, not a.skip_hta, a.timeout)})
+        save(doc, out)
+    if a.full:
+        d, info = trace_dir(a.work, "trace-1500mb", sized(1500))
+        doc["streaming_1500mb"] = {"trace": info, "runs": bench_trace(d, a.work, False, a.timeout, split=False)}
+        save(doc, out)
+        doc["bounded_5m"] = bench_bounded(a.work, 5_000_000, a.timeout)
+        save(doc, out)
+        doc["ranks_64"] = bench_ranks(a.work, 64, 30, not a.skip_hta, a.timeout)
+    save(doc, out)
+    print(f"results: {out}")
+
+
+def save(doc: dict, out: str) -> None:
+    """After each part, so that a run stopped half-way keeps what it measured."""
+    doc["machine"]["load_avg_at_end"] = os.getloadavg()
+    with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)
-    print(table(results))
-    print(f"results: {a.out}")
 
 
 if __name__ == "__main__":

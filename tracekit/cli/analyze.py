@@ -24,19 +24,26 @@ def _write(data: str, out: str | None) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output to FILE.")
 @click.option("--timeline-out", type=click.Path(dir_okay=False), default=None,
               help="Also write the tracekit.timeline/1 JSON (one representative step per rank) for `report --timeline`.")
+@click.option("--collectives-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write every collective instance to FILE.parquet (the summary keeps the most exposed only).")
 @click.option("--width", type=click.IntRange(min=40), default=None,
               help="Table width in columns (default: the terminal's; else $COLUMNS; else 160).")
 @click.option("--wide", is_flag=True, help="Show every column (the default view leaves the rarely needed ones out).")
 @click.option("--full-names", is_flag=True, help="Whole kernel signatures instead of short names.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the top-N tables.")
 @analysis_options
-def analyze(path, fmt, out, timeline_out, width, wide, full_names, top, **analysis):
+def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_names, top, **analysis):
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
     from .progress import progress
 
     with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
         result = analysis_from_traces(path, **analysis)
     summary = result.to_dict()
+    if collectives_out:
+        from ..analyzers.summary_schema import collectives_frame
+        from ..formats.summary import write_collectives_table
+
+        write_collectives_table(collectives_frame(result.comm), collectives_out)
     if timeline_out:
         with open(timeline_out, "w", encoding="utf-8") as f:  # opened first: an analysis error leaves it empty
             f.write(text(result.timeline(), "json", indent=None, newline=False))

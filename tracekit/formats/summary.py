@@ -223,6 +223,12 @@ class CollectiveRow(_Doc, kw_only=True):
     busbw_gbps: Num | None = None
 
 
+class CollectivesLimit(_Doc, kw_only=True):
+    limit: Int
+    total: Int
+    omitted: Int = 0
+
+
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
     offset_us: Num
@@ -257,6 +263,7 @@ class SummaryDoc(_Doc, kw_only=True):
     by_dimension: list[DimensionRow] = []
     by_process_group: list[GroupRow] = []
     collectives: list[CollectiveRow] = []
+    collectives_limit: CollectivesLimit | None = None  # absent in summaries before the limit
     clock_offsets: list[ClockOffset] = []
     stragglers: list[Straggler] = []
     unrecognised_kernels: list[UnrecognisedKernel] = []
@@ -297,6 +304,21 @@ def _checked(doc: SummaryDoc, source: str, error: type[TracekitError] = SummaryF
             raise error(f"{source}: rank {r.rank} appears twice in `ranks`; {FIX}")
         seen.add(r.rank)
     return doc
+
+
+COLLECTIVES_TABLE_SCHEMA = "tracekit.collectives/1"
+
+
+def write_collectives_table(frame: Any, path: str | os.PathLike) -> int:
+    """Every collective instance (``analyzers.summary_schema.collectives_frame``: the columns of
+    ``CollectiveRow``) as Parquet at ``path``, the schema name in the file's metadata; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"schema": COLLECTIVES_TABLE_SCHEMA.encode()})
+    pq.write_table(table, os.fspath(path))
+    return table.num_rows
 
 
 def as_dict(doc: SummaryDoc) -> dict[str, Any]:

@@ -166,6 +166,10 @@ class RunMetrics:
     # -- dimension/op metrics -------------------------------------------------------------------------------
     @property
     def collectives(self) -> list[Mapping]:
+        """Per-instance rows; none when the summary kept only the most exposed (`collectives_limit.omitted`): the
+        figures then come from the complete `by_dimension` totals, never from a biased subset."""
+        if ((self.data.get("collectives_limit") or {}).get("omitted") or 0) > 0:
+            return []
         return list(self.data.get("collectives") or [])
 
     def scopes(self) -> list[Scope]:

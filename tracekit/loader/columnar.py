@@ -33,8 +33,8 @@ _PARTS = ("ts", "dur", "pid", "tid", "correlation", "external", "dev_arg", "has_
 class TableBuilder:
     """Feed pieces of ``traceEvents`` in file order with ``add``; ``finish`` returns (EventTable, RankInfo)."""
 
-    def __init__(self, rules: RuleSet):
-        self.rules = rules
+    def __init__(self, rules: RuleSet | None = None):
+        self.rules = rules  # used by finish only: a piece's builder in a worker needs none
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
         self.names: dict[str, int] = {}
         self.cats: dict[str, int] = {}
@@ -45,6 +45,27 @@ class TableBuilder:
         self.n_bad = 0
         self.trailer_reached = False  # a metadata event follows the last activity (Kineto writes them last)
         self.rounded = False  # ns-resolution epoch timestamps read as float µs (a truncated file)
+        self.saw_activity = False  # for absorb: whether trailer_reached was set by an activity of this builder
+
+    def absorb(self, other: TableBuilder) -> None:
+        """Append what ``other`` built from the events that follow this builder's in the file (a split trace's
+        next piece, built in another process): the same state one builder fed both pieces in order would have."""
+        remap = {"name": _remap(self.names, other.names), "cat": _remap(self.cats, other.cats)}
+        for key, parts in other.parts.items():
+            self.parts[key] += [remap[key][p] for p in parts] if key in remap else parts
+        self.coll_args.update((self.rows + r, a) for r, a in other.coll_args.items())
+        f, g = self.facts, other.facts
+        f.thread_names.update(g.thread_names)
+        f.flow_cats |= g.flow_cats
+        f.first_ts += g.first_ts[:1000 - len(f.first_ts)]
+        f.msg_style = f.msg_style or g.msg_style
+        self.host_comm.update(other.host_comm)
+        if other.saw_activity:
+            self.trailer_reached, self.saw_activity = other.trailer_reached, True
+        elif other.trailer_reached and (self.rows or other.rows):
+            self.trailer_reached = True
+        self.rows += other.rows
+        self.n_bad += other.n_bad
 
     def needs_exact(self, events) -> bool:
         """True when float64 µs cannot hold some timestamp of ``events`` to the ns (see decode)."""
@@ -86,6 +107,7 @@ class TableBuilder:
         meta = np.flatnonzero(_is(ph_codes, phs, "M"))
         if len(activity):
             self.trailer_reached = bool(len(meta) and meta[-1] > activity[-1])
+            self.saw_activity = True
         elif len(meta) and self.rows:
             self.trailer_reached = True
 
@@ -165,7 +187,8 @@ class TableBuilder:
         name_map = _intern(strings, names)
         cat_map = _intern(strings, cats)
         name_codes, cat_codes = p["name"], p["cat"]
-        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules, p["has_coll"], p["pid"])
+        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules or RuleSet(), p["has_coll"],
+                                         p["pid"])
         tid = p["tid"]
         gloo = {t for (_, t), nm in self.facts.thread_names.items() if "gloo" in str(nm)}
         gloo |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
@@ -210,6 +233,11 @@ def memory_columns(n: int, mem: list[int], args: list) -> dict[str, np.ndarray]:
     ok = (kind >= 0) & (kind < 127) & (dev >= -1) & (dev < 255)
     device[np.asarray(mem, dtype=np.int64)[ok]] = kind[ok] * 256 + dev[ok] + 1
     return {"mem_reserved": reserved, "mem_addr": addr, "mem_device": device}
+
+
+def _remap(table: dict, uniques: dict) -> np.ndarray:
+    """Codes into ``uniques`` (a builder's names, in first-appearance order) -> codes into ``table``."""
+    return np.array([table.setdefault(u, len(table)) for u in uniques] or [0], dtype=np.int32)
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

@@ -74,20 +74,25 @@ class CorruptGzip(Exception):
     """zlib gave up part-way; what inflated before it is still good."""
 
 
-def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK):
+def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK,
+               span: tuple[int, int] | None = None):
     """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream (see
     ``StreamLimits``; an int is the max_bytes limit alone). Regular files only (``files.open_regular``); a read
-    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks."""
+    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks. ``span``: only the bytes
+    [start, stop) of a plain (not gzip'ed) file, for one piece of a split trace (``split``)."""
     limits = limits if isinstance(limits, StreamLimits) else StreamLimits(max_bytes=limits)
     fh = open_regular(path)
     guards = (RunGuard(limits.blank_block, "blank"), RunGuard(limits.quote_block, "quote"))
     with fh:
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if _read(fh, 2, path, 0) == b"\x1f\x8b" else None
-        fh.seek(0)
+        if span is not None and inflater is not None:
+            raise ValueError("a byte range of a gzip'ed file cannot be read on its own")
+        start, stop = span or (0, None)
+        fh.seek(start)
         total = consumed = 0
-        while raw := _read(fh, size, path, total):
+        while raw := _read(fh, size if stop is None else min(size, stop - start - total), path, total):
             if inflater is None:
-                if not total and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
+                if not total and not start and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
                     raw = raw[len(_BOM):]
                 total += len(raw)
                 _check(limits, guards, raw, total, 0, path)

@@ -56,6 +56,30 @@ def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *
     raise ConfigError(f"--executor {executor!r}: expected 'serial', 'process' or 'dask://HOST:PORT'")
 
 
+def map_pieces(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
+    """``fn`` over the pieces of one split trace on a local process pool, results in order. A worker's
+    NotStreamable (the caller then loads serially) and TracekitErrors reach the caller unchanged."""
+    try:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            return list(pool.map(_piece, [(fn, job) for job in jobs]))
+    except BrokenProcessPool:
+        raise TracekitError(f"a loader process died (killed, or out of memory) while loading {jobs[0][0]} in "
+                            f"{len(jobs)} pieces; retry with --executor serial") from None
+
+
+def _piece(job: tuple[Callable[[Any], Any], Any]) -> Any:
+    from .decode import too_deep
+
+    fn, arg = job
+    try:
+        return fn(arg)
+    except RecursionError:
+        raise TraceFormatError(too_deep(arg[0])) from None
+    except MemoryError:
+        raise InputLimitError(f"{arg[0]}: out of memory while loading; lower --max-trace-bytes to refuse such "
+                              "files early") from None
+
+
 def _progress(iterator, total: int, show: bool):
     if not show or total < 2:
         yield from iterator

@@ -38,6 +38,7 @@ from .decode import (
 )
 from .executors import map_files
 from .files import check_env
+from .split import load_split
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -51,6 +52,7 @@ class LoadOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
     max_gzip_ratio: float = DEFAULT_MAX_RATIO
+    split: int = 1  # processes for one big plain-JSON file (split at event boundaries, see split.py); 1: serial
 
     def __post_init__(self) -> None:
         check_env()  # a TRACEKIT_MAX_* variable that is not a positive number
@@ -69,7 +71,7 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
             return hit[0], with_group_ranks(*hit)
     try:
         try:
-            table, info = _load_streaming(path, options)
+            table, info = _load_split(path, options) if options.split > 1 else _load_streaming(path, options)
         except NotStreamable:
             table, info = _load_whole(path, options)
     except OverflowError as exc:  # a number no int64/int32 column can hold: refuse rather than wrap around
@@ -113,6 +115,17 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
     check_header(header, path)
     with gc_paused():
         return builder.finish(header, path, list(stream.warnings))
+
+
+def _load_split(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
+    """One big plain-JSON trace decoded in pieces on ``options.split`` processes; else the serial stream."""
+    try:
+        builder, header, warnings = load_split(path, _limits(options), options.rules, options.split)
+    except NotStreamable:
+        return _load_streaming(path, options)
+    check_header(header, path)
+    with gc_paused():
+        return builder.finish(header, path, warnings)
 
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
@@ -159,6 +172,8 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     "serial", a ``concurrent.futures`` executor, or a dask ``Client``/"dask://host:port"."""
     options = options or LoadOptions()
     files = find_traces(paths)
+    if len(files) == 1 and executor in (None, "process") and options.split == 1:
+        options = replace(options, split=os.cpu_count() or 1)  # one file: its pieces on every core
     results = map_files(load_file, files, options, executor=executor, progress=progress)
     manifest, manifest_warnings = _manifest_for(paths)
     return assemble(files, results, manifest, (*options.rules.notes, *manifest_warnings))

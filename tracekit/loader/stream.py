@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import msgspec
 
@@ -50,14 +50,24 @@ class EventStream:
     ``baseTimeNanoseconds``, come after the events in Kineto's files) and ``warnings`` the header fields that
     were dropped."""
 
-    def __init__(self, path: str, limits: StreamLimits | None = None, piece_bytes: int | None = None):
+    def __init__(self, path: str, limits: StreamLimits | None = None, piece_bytes: int | None = None,
+                 span: tuple[int, int, bool] | None = None):
+        """``span``: (start, stop, last) -- only the events in bytes [start, stop) of a plain file, ``start`` at
+        an event's ``{`` and ``stop`` just after an event's ``,`` (or the end of the file when ``last``): one
+        piece of a split trace (``split``). Then ``header`` stays None and ``tail`` holds what follows the events
+        (the last piece only)."""
         self.path, self.limits = path, limits or StreamLimits()
         self.piece = piece_bytes or PIECE_BYTES
         self.max_gap = max(MAX_GAP, 4 * self.piece)
         self.header: Trace | None = None
+        self.tail: RawTrace | None = None
         self.warnings: list[str] = []
+        self.span = span
 
     def __iter__(self) -> Iterator[list[Event]]:
+        if self.span is not None:
+            yield from self._span()
+            return
         chunks = self._chunks()
         buf, head = self._head(chunks)
         lo = 0  # the next boundary search starts here: what lies before was searched already
@@ -77,16 +87,72 @@ class EventStream:
                 yield events
             tail = self._tail(buf)
         del buf
-        self.header = self._merge(head, tail)
+        self.header = self.merge(head, tail)
         events, tail.traceEvents = tail.traceEvents or [], None
         if events:
             yield events
 
-    def _chunks(self) -> Iterator[bytes]:
+    def _span(self) -> Iterator[list[Event]]:
+        assert self.span is not None
+        start, stop, last = self.span
+        buf, lo = bytearray(), 0
+        with gc_paused():
+            for chunk in raw_chunks(self.path, self.limits, max(self.piece, 1 << 16), (start, stop)):
+                buf += chunk
+                if len(buf) < self.piece:
+                    continue
+                events, cut = self._cut(buf, lo)
+                if events is None:
+                    if len(buf) > self.max_gap:
+                        raise NotStreamable(f"no event boundary in {len(buf)} bytes")
+                    lo = len(buf)
+                    continue
+                del buf[:cut]
+                lo = 0
+                yield events
+            if last:
+                self.tail = self._tail(buf)
+                events, self.tail.traceEvents = self.tail.traceEvents or [], None
+            else:
+                events = self._rest(buf)
+        del buf
+        if events:
+            yield events
+
+    def _rest(self, buf: bytearray) -> list[Event]:
+        """The events of a middle piece's end: ``buf`` is whole events separated by commas, one after the last."""
+        body = bytes(buf).rstrip()
+        if not body.endswith(b","):
+            raise NotStreamable("a piece does not end at an event boundary")
+        try:
+            return _EVENTS_DECODER.decode(b"[" + body[:-1] + b"]")
+        except msgspec.ValidationError:
+            raise NotStreamable("field of an unexpected type") from None
+        except msgspec.DecodeError:
+            raise NotStreamable("a piece is not whole events (a cut inside a string?)") from None
+        except RecursionError:
+            raise TraceFormatError(too_deep(self.path)) from None
+
+    def _chunks(self) -> Generator[bytes, None, None]:
         try:
             yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16))
         except CorruptGzip:
             raise NotStreamable("corrupt gzip: the whole-file path keeps what inflated") from None
+
+    def head(self) -> tuple[RawTrace, int]:
+        """The header fields before ``traceEvents`` and the offset of the array's first byte after ``[`` (a plain
+        file's), reading only as far as that."""
+        chunks, seen = self._chunks(), [0]
+
+        def counted():
+            for chunk in chunks:
+                seen[0] += len(chunk)
+                yield chunk
+        try:
+            buf, head = self._head(counted())
+        finally:
+            chunks.close()
+        return head, seen[0] - len(buf)
 
     def _head(self, chunks: Iterator[bytes]) -> tuple[bytearray, RawTrace]:
         buf, searched = bytearray(), 0
@@ -155,7 +221,8 @@ class EventStream:
         check_one_events(buf, self.path, 0, prefix=_TAIL_PREFIX)
         return tail
 
-    def _merge(self, head: RawTrace, tail: RawTrace) -> Trace:
+    def merge(self, head: RawTrace, tail: RawTrace) -> Trace:
+        """The header from the fields before the events and after them (those after win); sets ``warnings``."""
         values = {name: getattr(tail, name) if getattr(tail, name) is not None else getattr(head, name)
                   for name in HEADER_FIELDS}
         trace, self.warnings = clean_header(values, self.path)

@@ -7,13 +7,14 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.helpers.data import GPU
+from tests.helpers.data import DATA, GPU
 from tests.helpers.reference_loader import reference_load
 from tracekit.loader import stream as decode
 from tracekit.loader.io import LoadOptions, _load_streaming, load_file
 from tracekit.model.events import COLUMNS
 
-FIXTURES = sorted(p.name for p in GPU.glob("*.json.gz"))
+# every trace in tests/data (kineto-gpu and kineto-gpu-more: CUDA, ROCm, MTIA, CPU-only, old formats, no rank)
+FIXTURES = sorted(str(p.relative_to(DATA)) for p in DATA.glob("*/*.json.gz"))
 
 
 def assert_same(got, want):
@@ -27,7 +28,7 @@ def assert_same(got, want):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_same_table_as_the_reference(name):
-    path = str(GPU / name)
+    path = str(DATA / name)
     assert_same(load_file(path, LoadOptions(cache=False)), reference_load(path))
 
 

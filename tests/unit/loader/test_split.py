@@ -1,0 +1,115 @@
+"""One trace split at event boundaries and decoded by a process pool gives exactly the serial load's table and
+RankInfo (every fixture in tests/data, cut into up to 6 pieces), and keeps the hostile-input guarantees: the size
+limit, the limit on blank runs, salvage of a truncated file, and a cut that lands inside an event."""
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.helpers.data import DATA
+from tracekit.errors import InputLimitError
+from tracekit.loader import split
+from tracekit.loader.classify import RuleSet
+from tracekit.loader.decode import StreamLimits
+from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.stream import NotStreamable
+from tracekit.model.events import COLUMNS
+
+FIXTURES = sorted(str(p.relative_to(DATA)) for p in DATA.glob("*/*.json.gz"))
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Split files of any size into pieces of a few KB (the real floor is tens of MB)."""
+    monkeypatch.setattr(split, "MIN_SPLIT_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", 2048)
+
+
+def plain(src, tmp_path):
+    out = tmp_path / src.name.replace(".gz", "")
+    with gzip.open(src, "rb") as fin, open(out, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    return str(out)
+
+
+def assert_same(got, want):
+    (t1, i1), (t2, i2) = got, want
+    assert len(t1) == len(t2)
+    assert t1.strings == t2.strings
+    for key in COLUMNS:
+        assert t1[key].dtype == t2[key].dtype, key
+        np.testing.assert_array_equal(t1[key], t2[key], err_msg=key)
+    assert i1.to_dict() == i2.to_dict()
+
+
+def write_trace(path, events, tail=b"", **header):
+    doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, **header}
+    head = json.dumps(doc)[:-1].encode() + b', "traceEvents": ['
+    path.write_bytes(head + b",\n".join(json.dumps(e).encode() for e in events) + b"]" + tail + b"}")
+    return str(path)
+
+
+def kernels(n, **args):
+    return [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5,
+             "args": {"device": 0, "stream": 7, "correlation": i, **args}} for i in range(n)]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_split_load_equals_the_serial_load(name, tmp_path, small_pieces):
+    path = plain(DATA / name, tmp_path)
+    assert_same(load_file(path, LoadOptions(cache=False, split=3)), load_file(path, LoadOptions(cache=False)))
+
+
+def test_a_real_trace_is_really_split_and_joined_in_order(tmp_path, small_pieces):
+    path = plain(DATA / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz", tmp_path)
+    stats: dict = {}
+    builder, header, _ = split.load_split(path, StreamLimits(), RuleSet(), 3, stats)
+    assert len(stats["piece_bytes"]) == 6 and min(stats["piece_bytes"]) > 0
+    assert header.baseTimeNanoseconds is not None  # the header after the events came from the last piece
+    serial, _ = load_file(path, LoadOptions(cache=False))
+    assert builder.rows == len(serial)  # every kept event once (this real trace has no duplicates to drop)
+
+
+def test_gzip_is_not_split(tmp_path, small_pieces):
+    with pytest.raises(NotStreamable):
+        split.load_split(str(DATA / "kineto-gpu" / "rocm-mi250-minitoy.json.gz"), StreamLimits(), RuleSet(), 2)
+
+
+def test_nested_objects_at_the_cut_fall_back_to_the_serial_load(tmp_path, small_pieces):
+    """Lists of objects inside args look like event boundaries to the scan: a piece cut there does not decode,
+    and the load is the serial one, not a wrong table."""
+    path = write_trace(tmp_path / "t.json", kernels(300, **{"Input Dims": [{"a": 1}, {"b": 2}] * 20}))
+    with pytest.raises(NotStreamable):
+        split.load_split(path, StreamLimits(), RuleSet(), 3)
+    assert_same(load_file(path, LoadOptions(cache=False, split=3)), load_file(path, LoadOptions(cache=False)))
+
+
+def test_size_limit_is_kept(tmp_path, small_pieces):
+    path = write_trace(tmp_path / "t.json", kernels(400))
+    with pytest.raises(InputLimitError, match="max-trace-bytes"):
+        load_file(path, LoadOptions(cache=False, split=2, max_bytes=10_000))
+
+
+def test_a_blank_run_inside_a_piece_is_refused_by_its_worker(tmp_path, small_pieces):
+    """A 2.5 MiB run of blanks after the first event, cuts far past it: the first piece's worker refuses it (the
+    limit on blank runs holds in every piece), and the whole load fails the same way."""
+    compact = open(write_trace(tmp_path / "u.json", kernels(80_000)), "rb").read()
+    path = tmp_path / "t.json"
+    path.write_bytes(compact.replace(b",\n", b"," + b" " * (5 << 19), 1))
+    assert path.stat().st_size > 4 * (3 << 20)  # the first cut (a quarter in) lies past the blank run
+    with pytest.raises(InputLimitError, match="whitespace"):
+        split.load_split(str(path), StreamLimits(), RuleSet(), 2)
+    with pytest.raises(InputLimitError, match="whitespace"):
+        load_file(str(path), LoadOptions(cache=False, split=2))
+
+
+def test_a_truncated_trace_is_salvaged_as_serially(tmp_path, small_pieces):
+    full = open(write_trace(tmp_path / "full.json", kernels(500)), "rb").read()
+    path = tmp_path / "cut.json"
+    path.write_bytes(full[: len(full) * 2 // 3])
+    got = load_file(str(path), LoadOptions(cache=False, split=3))
+    assert got[1].truncated and 0 < len(got[0]) < 500
+    assert_same(got, load_file(str(path), LoadOptions(cache=False)))

@@ -1,0 +1,103 @@
+"""One big trace on every core: the ``traceEvents`` array cut at event boundaries, the pieces decoded in parallel.
+
+The parent reads the header once (the bytes before the array), finds one cut per extra piece with a fast scan (a
+regex over a small window of bytes at each target offset: an event's closing ``}``, a comma, the next event's
+``{`` and its first key's ``"``), and hands each byte range to a worker (``executors.map_pieces``). A worker
+streams its range exactly as the serial reader streams a file (``stream.EventStream`` with a span: the same
+limits on blank and quote-less runs, which cannot straddle a cut, because a cut lies between a ``}`` and a
+``"``) and returns the numpy columns of its events (``columnar.TableBuilder``); the parent joins them in file
+order (``TableBuilder.absorb``) and finishes the table once, as the serial load does.
+
+Only plain JSON is split: a gzip stream cannot be entered in the middle (those load serially, inflated in
+chunks). Anything unexpected -- no boundary near a target, a piece that does not decode as whole events (a cut
+inside a string), a type surprise, truncation -- raises ``NotStreamable`` and the caller loads the file the
+serial way, which knows how to be lenient and to salvage.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import time
+
+from ..errors import InputLimitError
+from .classify import RuleSet
+from .columnar import TableBuilder
+from .decode import StreamLimits, gc_paused
+from .executors import map_pieces
+from .files import open_regular
+from .stream import EventStream, NotStreamable
+
+MIN_SPLIT_BYTES = 64 * 1024**2  # below this a process pool costs more than it saves
+MIN_PIECE_BYTES = 32 * 1024**2
+_WINDOW = 1024**2  # bytes looked at for a boundary near each target offset
+_BOUNDARY = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*"')
+
+
+def plan(path: str, body_at: int, size: int, pieces: int) -> list[tuple[int, int, bool]]:
+    """Byte ranges (start, stop, last) of ``pieces`` pieces of the events array that starts at ``body_at``."""
+    fh = open_regular(path)
+    cuts = [body_at]
+    with fh:
+        for k in range(1, pieces):
+            target = max(body_at + (size - body_at) * k // pieces, cuts[-1] + 1)
+            fh.seek(target)
+            window = fh.read(_WINDOW)
+            m = _BOUNDARY.search(window)
+            if m is None:
+                raise NotStreamable(f"no event boundary within {_WINDOW} bytes of byte {target}")
+            cuts.append(target + m.start(1))
+    bounds = cuts + [size]
+    return [(bounds[i], bounds[i + 1], i == len(cuts) - 1) for i in range(len(cuts))]
+
+
+def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits]) -> tuple[TableBuilder, object, float]:
+    """A worker: one byte range -> (its builder, the trailing header fields for the last piece, CPU seconds: the
+    piece's cost whatever else shares the core, which is what scaling estimates are made of)."""
+    path, span, limits = job
+    t = time.process_time()
+    stream = EventStream(path, limits, span=span)
+    builder = TableBuilder()
+    for events in stream:
+        with gc_paused():
+            if builder.needs_exact(events):
+                raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
+            builder.add(events)
+        del events
+    return builder, stream.tail, time.process_time() - t
+
+
+def pieces_for(size: int, workers: int) -> int:
+    """Twice as many pieces as workers (a slow piece does not hold the others up), none under MIN_PIECE_BYTES."""
+    return max(1, min(2 * workers, size // MIN_PIECE_BYTES))
+
+
+def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, stats: dict | None = None):
+    """(builder with every piece absorbed, header Trace, header warnings); NotStreamable where the file cannot be
+    split (gzip, small, no boundary, anything a piece could not decode). ``stats`` receives the per-piece times."""
+    with open_regular(path) as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        size = os.fstat(fh.fileno()).st_size
+    if gz or workers < 2 or size < MIN_SPLIT_BYTES or multiprocessing.current_process().daemon:
+        raise NotStreamable("not a big plain-JSON trace with cores to spare (or a daemon process: no children)")
+    if size > limits.max_bytes:  # the serial reader refuses it as the bytes stream; here before any work
+        raise InputLimitError(f"{path}: is larger than {limits.max_bytes} bytes (a gzip bomb or a huge trace?); raise "
+                              "the limit with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+    t0 = time.perf_counter()
+    stream = EventStream(path, limits)
+    head, body_at = stream.head()
+    spans = plan(path, body_at, size, pieces_for(size, workers))
+    t1 = time.perf_counter()
+    results = map_pieces(decode_piece, [(path, span, limits) for span in spans], workers)
+    t2 = time.perf_counter()
+    builder = TableBuilder(rules)
+    with gc_paused():
+        for piece, _, _ in results:
+            builder.absorb(piece)
+    tail = results[-1][1]
+    header = stream.merge(head, tail)
+    if stats is not None:
+        stats.update(scan_s=t1 - t0, pool_s=t2 - t1, absorb_s=time.perf_counter() - t2,
+                     piece_cpu_s=[r[2] for r in results], piece_bytes=[s[1] - s[0] for s in spans])
+    return builder, header, list(stream.warnings)
