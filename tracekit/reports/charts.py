@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..analyzers.names import short_name
 from ..formats import units
 from .view import top_exposed
 
@@ -57,7 +58,7 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
     rows = [cols[i] for i in idx]
     labels = [f"#{k + 1} r{c.get('rank')} s{c.get('step')} {c.get('dimension') or '?'} {c.get('op', '')}"
               for k, c in enumerate(rows)]
-    data: dict[str, Any] = {"labels": labels, "names": [str(c.get("name", "")) for c in rows],
+    data: dict[str, Any] = {"labels": labels, "names": [short_name(str(c.get("name") or "")) for c in rows],
             "exposed_us": [_f(c.get("exposed_us")) for c in rows], "hidden_us": [_f(c.get("hidden_us")) for c in rows],
             "wait_us": [c.get("wait_us") for c in rows], "transfer_us": [c.get("transfer_us") for c in rows]}
     if not rows:

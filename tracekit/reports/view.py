@@ -124,13 +124,34 @@ def span(xs: Sequence[int], limit: int = 6) -> str:
 _span = span
 
 
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A kernel or op name as a table shows it: the short name (:func:`tracekit.analyzers.names.short_name`), the
+    whole signature as its tooltip."""
+
+    short: str
+    full: str
+
+    def __str__(self) -> str:
+        return self.short
+
+
+def name_cell(full: Any) -> Name:
+    from ..analyzers.names import short_name
+
+    text = "" if full is None else str(full)
+    return Name(short_name(text), text)
+
+
 def table(summary: Mapping, section: str, fields: Sequence[str], rows: Sequence[int] | None = None) -> list[dict]:
-    """Rows of a summary list as {"index", "cells": [Figure|str]}: numbers keyed ``section.i.field``."""
+    """Rows of a summary list as {"index", "cells": [Figure|Name|str]}: numbers keyed ``section.i.field``, kernel
+    names short with the whole name beside (the HTML's tooltip)."""
     items = summary.get(section) or []
     out = []
     for i in (range(len(items)) if rows is None else rows):
         item = items[i]
-        cells = [figure(f"{section}.{i}.{f}", f, item.get(f)) if _numeric(item.get(f), f) else str(item.get(f, ""))
+        cells = [name_cell(item.get(f)) if f == "name" else
+                 figure(f"{section}.{i}.{f}", f, item.get(f)) if _numeric(item.get(f), f) else str(item.get(f, ""))
                  for f in fields]
         out.append({"index": i, "cells": cells})
     return out
