@@ -80,6 +80,6 @@ def test_bad_degrees_are_one_line_config_errors(kw, message):
 
 def test_cli_lists_ep_and_refuses_a_bad_ep(tmp_path):
     help_text = CliRunner().invoke(cli, ["run", "--help"]).output
-    assert "ep  mixture-of-experts MLP" in help_text and "--experts" in help_text
+    assert "ep       mixture of experts" in help_text and "--experts" in help_text
     result = CliRunner().invoke(cli, ["run", "--workload", "ep", "--experts", "3", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "--experts 3" in result.output
