@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -40,8 +40,10 @@ from .whatif import Spec, replay_window, scaled_durations
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
+    """One stretch of the path. A named tuple rather than a frozen dataclass: a long step has hundreds of thousands
+    of segments, and a frozen dataclass's __init__ (one object.__setattr__ per field) cost ~3 µs each."""
+
     rank: int
     lane: str  # "thread 123", "stream 7", "gloo thread 9" or "" for residuals between ranks
     name: str
@@ -395,8 +397,8 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
             by_coll[coll] = by_coll.get(coll, 0) + v
         dim_of[with_dim] = np.array([p[0] for p in parts], object)[d_code]
     kinds = np.asarray(KINDS, object)[kd] if len(kd) else np.empty(0, object)
-    out = tuple(map(Segment, r.tolist(), ln.tolist(), nm.tolist(), (gs + g.base_ns).tolist(), span.tolist(),
-                    kinds.tolist(), dim_of.tolist()))
+    out = tuple(map(Segment._make, zip(r.tolist(), ln.tolist(), nm.tolist(), (gs + g.base_ns).tolist(), span.tolist(),
+                                       kinds.tolist(), dim_of.tolist())))
     return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings))
 
 
