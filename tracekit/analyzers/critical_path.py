@@ -35,7 +35,7 @@ from .graph import (
     Graph,
     build_graph,
 )
-from .whatif import Spec, replay_window, scaled_durations
+from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
 
@@ -163,9 +163,10 @@ def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph
         return CriticalPaths(tuple(_walk(g, b, names, s, ws) for s, ws in sorted(steps.items())), g.notes)
     dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
     out = []
+    index = ReplayIndex(g)
     for step, ws in sorted(steps.items()):
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
-        nodes, t, _ = replay_window(g, dur, lo, hi)
+        nodes, t, _ = replay_window(g, dur, lo, hi, index)
         start, d = g.start.copy(), g.dur.copy()
         start[nodes], d[nodes] = t, dur[nodes]
         out.append(_walk(g, _Binding(g, start, d), names, step, ws))
