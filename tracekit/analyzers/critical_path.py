@@ -166,21 +166,50 @@ def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph
     dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
     out = []
     index = ReplayIndex(g)
+    measured = _Binding(g, g.start, g.dur)
+    start, d, bind = g.start.copy(), g.dur.copy(), measured.bind.copy()  # the measured graph, a step replayed in it
     for step, ws in sorted(steps.items()):
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
         nodes, t, _ = replay_window(g, dur, lo, hi, index)
-        start, d = g.start.copy(), g.dur.copy()
         start[nodes], d[nodes] = t, dur[nodes]
-        out.append(_walk(g, _Binding(g, start, d), names, step, ws))
+        hit = _touched(g, index, nodes)
+        bind[hit] = _bind_at(g, index, start, d, hit)
+        out.append(_walk(g, _Binding(g, start, d, bind), names, step, ws))
+        start[nodes], d[nodes], bind[hit] = g.start[nodes], g.dur[nodes], measured.bind[hit]
     return CriticalPaths(tuple(out), g.notes + tuple(notes))
+
+
+def _touched(g: Graph, index: ReplayIndex, nodes: np.ndarray) -> np.ndarray:
+    """The nodes whose binding input may change when ``nodes`` move: themselves, their chain successors and the
+    destinations of their edges (a node's binding reads only its own start and its inputs' starts and ends)."""
+    nxt = nodes[nodes + 1 < len(g)] + 1
+    return np.unique(np.concatenate([nodes, nxt, g.dst[index.edges_from(nodes)]]))
+
+
+def _bind_at(g: Graph, index: ReplayIndex, start: np.ndarray, dur: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """_Binding's rule for ``nodes`` (sorted) only, with the same tie-breaks: among the edges that reach a node,
+    the one whose source starts latest, then the highest edge id; the chain before any edge."""
+    prev = np.maximum(nodes - 1, 0)
+    chain_ok = ~g.first[nodes] & (start[prev] + dur[prev] + g.gap[nodes] >= start[nodes])
+    e = np.sort(index.edges_into(nodes))
+    val = start[g.src[e]] + np.where(g.anchor_end[e], dur[g.src[e]], 0) + g.delay[e]
+    hits = e[val >= start[g.dst[e]]]
+    edge = np.full(len(nodes), -1, np.int64)
+    if len(hits):
+        order = hits[np.lexsort((start[g.src[hits]], g.dst[hits]))]
+        edge[np.searchsorted(nodes, g.dst[order])] = order  # last write per node wins: the latest source
+    return np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
 
 
 class _Binding:
     """For each node, which input bound its start (measured, or replayed): -1 chain, -2 fixed, else the edge."""
 
-    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray) -> None:
-        n = len(g)
+    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray, bind: np.ndarray | None = None) -> None:
         self.start, self.dur = start, dur
+        if bind is not None:
+            self.bind = bind
+            return
+        n = len(g)
         prev_end = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
         prev_end[1:] = start[:-1] + dur[:-1] + g.gap[1:]
         chain_ok = ~g.first & (prev_end >= start)
@@ -193,9 +222,20 @@ class _Binding:
             order = hits[np.lexsort((start[g.src[hits]], g.dst[hits]))]
             edge[g.dst[order]] = order  # last write per node wins: the latest source
         self.bind = np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
-        # the first node of each run of chain bindings: the walk goes down a run in one vectorised stretch
-        n_idx = np.arange(n)
-        self.run_start = np.maximum.accumulate(np.where(self.bind != -1, n_idx, 0)) if n else n_idx
+
+    def run_first(self, j: int) -> int:
+        """The first node of ``j``'s run of chain bindings (the walk goes down a run in one vectorised stretch),
+        found by looking back in growing strides: a run's length, not the chain's. A chain's first node is
+        never chain-bound, so the search stops inside ``j``'s chain."""
+        hi, width = j + 1, 64
+        while True:
+            lo = max(hi - width, 0)
+            nz = np.flatnonzero(self.bind[lo:hi] != -1)
+            if len(nz):
+                return lo + int(nz[-1])
+            if lo == 0:
+                return 0
+            hi, width = lo, width * 4
 
 
 # segment labels other than a node's own name (index into _LABELS; -1: the node's name)
@@ -322,7 +362,7 @@ def _run(g: Graph, b: _Binding, segs: _Segs, j: int, at_end: bool, cur: int, sta
     at the first state whose time is not past ``start_t``, or after ``guard`` states. Returns the state reached
     (node, at_end, time) and the states used."""
     start, dur, gap = b.start, b.dur, g.gap
-    k = int(b.run_start[j])
+    k = b.run_first(j)
     idx = np.arange(j, k - 1, -1)
     t_end = np.empty(len(idx), np.int64)  # the walk's time at E_i: the node's end, or where the gap after it began
     t_end[0] = cur

@@ -48,9 +48,27 @@ class ReplayIndex:
         self.sorted_start = g.start[self.by_start]
         self.e_by_dst = np.argsort(g.dst, kind="stable")
         self.e_ptr = np.searchsorted(g.dst[self.e_by_dst], np.arange(n + 1))
+        self.e_by_src = np.argsort(g.src, kind="stable")
+        self.s_ptr = np.searchsorted(g.src[self.e_by_src], np.arange(n + 1))
         self.block = np.full(n, -1, np.int64)
         self.in_b, self.pos = np.zeros(n, bool), np.full(n, -1, np.int64)
         self.t_all, self.d_all = g.start.copy(), g.dur.copy()
+
+    def edges_into(self, nodes: np.ndarray) -> np.ndarray:
+        """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
+        return _gather(self.e_by_dst, self.e_ptr, nodes)
+
+    def edges_from(self, nodes: np.ndarray) -> np.ndarray:
+        """The edges whose source is one of ``nodes``."""
+        return _gather(self.e_by_src, self.s_ptr, nodes)
+
+
+def _gather(order: np.ndarray, ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    counts = ptr[nodes + 1] - ptr[nodes]
+    if not len(counts):
+        return np.empty(0, np.int64)
+    first = np.repeat(ptr[nodes] - np.cumsum(counts) + counts, counts)  # slot i of node k: ptr[k] + i
+    return order[first + np.arange(int(counts.sum()))]
 
 
 def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
@@ -79,9 +97,7 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
     cuts = sorted(set(c for c in cuts if c < len(win))) + [len(win)]
     block = ix.block
     block[win] = np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
-    counts = ix.e_ptr[win + 1] - ix.e_ptr[win]  # edges into the window's nodes
-    starts = np.repeat(ix.e_ptr[win] - np.cumsum(counts) + counts, counts)
-    e_win = ix.e_by_dst[starts + np.arange(int(counts.sum()))] if len(counts) else np.empty(0, np.int64)
+    e_win = ix.edges_into(win)
     if (block[g.src[e_win]] > block[g.dst[e_win]]).any():
         cuts = [0, len(win)]
         block[win] = 0
