@@ -37,6 +37,7 @@ from .graph import (
     Graph,
     build_graph,
 )
+from .graph_host import sorted_unique
 from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
@@ -183,7 +184,7 @@ def _touched(g: Graph, index: ReplayIndex, nodes: np.ndarray) -> np.ndarray:
     """The nodes whose binding input may change when ``nodes`` move: themselves, their chain successors and the
     destinations of their edges (a node's binding reads only its own start and its inputs' starts and ends)."""
     nxt = nodes[nodes + 1 < len(g)] + 1
-    return np.unique(np.concatenate([nodes, nxt, g.dst[index.edges_from(nodes)]]))
+    return sorted_unique(np.concatenate([nodes, nxt, g.dst[index.edges_from(nodes)]]))
 
 
 def _bind_at(g: Graph, index: ReplayIndex, start: np.ndarray, dur: np.ndarray, nodes: np.ndarray) -> np.ndarray:

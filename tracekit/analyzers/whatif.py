@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..errors import ConfigError
 from ..model.events import EventKind
 from ..model.traceset import TraceSet
 from . import intervals as iv
 from .graph import COMPUTE, HOST_CHAIN, NEG, TRANSFER, Graph, build_graph
+from .graph_host import sorted_unique
 
 MAX_ROUNDS = 100_000
 
@@ -136,7 +138,8 @@ def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarra
     ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
     head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
     preds = head - 1
-    outer = np.setdiff1d(g.src[e_in][~in_b[g.src[e_in]]], preds)
+    outer = sorted_unique(g.src[e_in][~in_b[g.src[e_in]]])
+    outer = outer[~np.isin(outer, preds)]  # np.setdiff1d, without numpy 2.4's slow hashing unique
     nodes = np.concatenate([nodes_b, preds, outer])
     key = np.concatenate([g.chain[nodes_b], g.chain[preds], -1 - np.arange(len(outer))])
     order = np.lexsort((nodes, key))
@@ -252,8 +255,10 @@ def scaled_durations(g: Graph, traces: TraceSet, specs: Sequence[Spec]) -> tuple
 def _matches(g: Graph, traces: TraceSet, spec: Spec) -> np.ndarray:
     host = g.chain_type[g.chain] == HOST_CHAIN
     if spec.what == "comm":
-        dims = np.array([str(d).lower() for d in g.dimension], object) if len(g) else np.empty(0, object)
-        return (g.kind == TRANSFER) & (dims == spec.key.lower())
+        # a handful of distinct dimensions over millions of nodes: compare each once
+        codes, dims = pd.factorize(g.dimension, use_na_sentinel=False)
+        want = np.array([str(d).lower() == spec.key.lower() for d in dims] + [False], bool)
+        return (g.kind == TRANSFER) & want[codes]
     if spec.what == "rank":
         return host & (g.rank == int(spec.key.partition(":")[0]))
     hit = np.zeros(len(g), bool)
