@@ -108,17 +108,21 @@ def synthetic(n: int, collectives: int, transfer_factor: float = 1.0, seed: int 
     return TraceSet(tables, infos, RunMetadata(world_size=n)), int(t.max()) + 10
 
 
-def stage(name: str, fn, repeat: int = 1):
-    secs, peak, out = [], 0, None
+def stage(name: str, fn, repeat: int = 1, memory: bool = False):
+    """min and max wall time of ``repeat`` plain runs; with ``memory``, one more run under tracemalloc for the peak
+    of Python allocations (traced runs are several times slower where many objects are made: never timed)."""
+    secs, out = [], None
     for _ in range(repeat):
-        tracemalloc.start()
         t = time.perf_counter()
         out = fn()
         secs.append(time.perf_counter() - t)
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
+    rec = {"stage": name, "seconds": round(min(secs), 3), "seconds_max": round(max(secs), 3)}
+    if memory:
+        tracemalloc.start()
+        fn()
+        rec["peak_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
         tracemalloc.stop()
-    return out, {"stage": name, "seconds": round(min(secs), 3), "seconds_max": round(max(secs), 3),
-                 "peak_mb": round(peak / 2**20, 1)}
+    return out, rec
 
 
 def main() -> None:
@@ -128,6 +132,7 @@ def main() -> None:
     p.add_argument("--trace", nargs="+", help="trace files to load instead of a generated run")
     p.add_argument("--cache-dir", default="/tmp/tracekit-bench-cache", help="Parquet cache for --trace")
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--memory", action="store_true", help="also the peak of Python allocations (one traced run)")
     p.add_argument("--out", help="append the records (one JSON object per run) to this file")
     args = p.parse_args()
     warnings.simplefilter("ignore")
@@ -140,15 +145,15 @@ def main() -> None:
     else:
         ts = generated(args.ranks)
     events = sum(len(t) for _, t in ts)
-    rep = args.repeat
-    comm, s1 = stage("comm analysis (existing)", lambda: CommAnalyzer().run(ts))
-    g, s2 = stage("build graph", lambda: build_graph(ts, None, comm), rep)
-    cp, s3 = stage("critical paths", lambda: critical_paths(ts, graph=g), rep)
-    ident, s4 = stage("identity replay, every step", lambda: whatif(ts, graph=g), rep)
+    rep, mem = args.repeat, args.memory
+    comm, s1 = stage("comm analysis (existing)", lambda: CommAnalyzer().run(ts), 1, mem)
+    g, s2 = stage("build graph", lambda: build_graph(ts, None, comm), rep, mem)
+    cp, s3 = stage("critical paths", lambda: critical_paths(ts, graph=g), rep, mem)
+    ident, s4 = stage("identity replay, every step", lambda: whatif(ts, graph=g), rep, mem)
     dim = next((str(d) for d in g.dimension if d), "unknown")
     spec = f"comm:{dim}=0"
-    pred, s5 = stage(f"whatif {spec}", lambda: whatif(ts, [spec], graph=g), rep)
-    _, s6 = stage(f"critical paths under {spec}", lambda: critical_paths(ts, graph=g, specs=[spec]), rep)
+    pred, s5 = stage(f"whatif {spec}", lambda: whatif(ts, [spec], graph=g), rep, mem)
+    _, s6 = stage(f"critical paths under {spec}", lambda: critical_paths(ts, graph=g, specs=[spec]), rep, mem)
     meta = {"ranks": len(ts.ranks), "events": events, "nodes": len(g), "edges": len(g.src), "steps": len(ident.steps),
             "segments": sum(len(s.segments) for s in cp.steps)}
     stages = [s1, s2, s3, s4, s5, s6]

@@ -35,6 +35,7 @@ def replay(g: Graph, dur: np.ndarray | None = None) -> tuple[np.ndarray, int]:
 
 
 BLOCK_NODES = 4096  # nodes per block of the blocked replay (tests set it small to exercise the blocks)
+SORT_AFTER = 4  # windows replayed with one ReplayIndex before it sorts the whole graph by start
 SHALLOW_ROUNDS = 16  # a step that converges within this many rounds as one block is not cut into blocks
 
 
@@ -46,15 +47,27 @@ class ReplayIndex:
 
     def __init__(self, g: Graph) -> None:
         n = len(g)
-        self.by_start = np.argsort(g.start, kind="stable")
-        self.sorted_start = g.start[self.by_start]
-        self.e_by_dst = np.argsort(g.dst, kind="stable")
-        self.e_ptr = np.searchsorted(g.dst[self.e_by_dst], np.arange(n + 1))
-        self.e_by_src = np.argsort(g.src, kind="stable")
-        self.s_ptr = np.searchsorted(g.src[self.e_by_src], np.arange(n + 1))
+        self.g, self.calls = g, 0
+        self.by_start: np.ndarray | None = None  # sorted on the SORT_AFTER-th window (a few steps: masks are cheaper)
+        self.sorted_start = np.empty(0, np.int64)
+        self.e_by_dst, self.e_ptr = _csr(g.dst, n)
+        self._by_src: tuple[np.ndarray, np.ndarray] | None = None  # built when first asked (the critical path's)
         self.block = np.full(n, -1, np.int64)
         self.in_b, self.pos = np.zeros(n, bool), np.full(n, -1, np.int64)
         self.t_all, self.d_all = g.start.copy(), g.dur.copy()
+
+    def window(self, lo: int, hi: int) -> np.ndarray:
+        """The nodes that start within [lo, hi], by (start, node id)."""
+        g = self.g
+        self.calls += 1
+        if self.by_start is None and self.calls < SORT_AFTER:
+            win = np.flatnonzero((g.start >= lo) & (g.start <= hi))
+            return win[np.argsort(g.start[win], kind="stable")]
+        if self.by_start is None:
+            self.by_start = np.argsort(g.start, kind="stable")
+            self.sorted_start = g.start[self.by_start]
+        a, b = np.searchsorted(self.sorted_start, lo, "left"), np.searchsorted(self.sorted_start, hi, "right")
+        return self.by_start[a:b]
 
     def edges_into(self, nodes: np.ndarray) -> np.ndarray:
         """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
@@ -62,7 +75,16 @@ class ReplayIndex:
 
     def edges_from(self, nodes: np.ndarray) -> np.ndarray:
         """The edges whose source is one of ``nodes``."""
-        return _gather(self.e_by_src, self.s_ptr, nodes)
+        if self._by_src is None:
+            self._by_src = _csr(self.g.src, len(self.g))
+        return _gather(*self._by_src, nodes)
+
+
+def _csr(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Edges grouped by one end (stable: by edge id within a node) and each node's offset into them."""
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
+    return np.argsort(ends, kind="stable"), ptr
 
 
 def _gather(order: np.ndarray, ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -86,8 +108,7 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
     over the whole window, ~15 per block). Where the measurement contradicts that order (an edge from a later
     block, clocks), the window is one block."""
     ix = index if index is not None else ReplayIndex(g)
-    a0, b0 = np.searchsorted(ix.sorted_start, lo, "left"), np.searchsorted(ix.sorted_start, hi, "right")
-    win = ix.by_start[a0:b0]  # by (start, node id), as a stable sort of the window's nodes by start
+    win = ix.window(lo, hi)
     if not len(win):
         return win, np.empty(0, np.int64), 0
     times = g.start[win]
