@@ -173,18 +173,18 @@ def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
         nodes, t, _ = replay_window(g, dur, lo, hi, index)
         start[nodes], d[nodes] = t, dur[nodes]
-        hit = _touched(g, index, nodes)
+        hit = _touched(g, index, nodes, lo, hi)
         bind[hit] = _bind_at(g, index, start, d, hit)
         out.append(_walk(g, _Binding(g, start, d, bind), names, step, ws))
         start[nodes], d[nodes], bind[hit] = g.start[nodes], g.dur[nodes], measured.bind[hit]
     return CriticalPaths(tuple(out), g.notes + tuple(notes))
 
 
-def _touched(g: Graph, index: ReplayIndex, nodes: np.ndarray) -> np.ndarray:
+def _touched(g: Graph, index: ReplayIndex, nodes: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The nodes whose binding input may change when ``nodes`` move: themselves, their chain successors and the
     destinations of their edges (a node's binding reads only its own start and its inputs' starts and ends)."""
     nxt = nodes[nodes + 1 < len(g)] + 1
-    return sorted_unique(np.concatenate([nodes, nxt, g.dst[index.edges_from(nodes)]]))
+    return sorted_unique(np.concatenate([nodes, nxt, g.dst[index.edges_from_window(lo, hi)]]))  # nodes: [lo, hi]
 
 
 def _bind_at(g: Graph, index: ReplayIndex, start: np.ndarray, dur: np.ndarray, nodes: np.ndarray) -> np.ndarray:

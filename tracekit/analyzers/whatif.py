@@ -51,7 +51,10 @@ class ReplayIndex:
         self.by_start: np.ndarray | None = None  # sorted on the SORT_AFTER-th window (a few steps: masks are cheaper)
         self.sorted_start = np.empty(0, np.int64)
         self.e_by_dst, self.e_ptr = _csr(g.dst, n)
-        self._by_src: tuple[np.ndarray, np.ndarray] | None = None  # built when first asked (the critical path's)
+        # edges by their destination's start: a window's incoming edges are one slice (no pass over the window)
+        self.e_by_dst_start = np.argsort(g.start[g.dst], kind="stable")
+        self.dst_start = g.start[g.dst][self.e_by_dst_start]
+        self._by_src_start: tuple[np.ndarray, np.ndarray] | None = None
         self.block = np.full(n, -1, np.int64)
         self.in_b, self.pos = np.zeros(n, bool), np.full(n, -1, np.int64)
         self.t_all, self.d_all = g.start.copy(), g.dur.copy()
@@ -69,15 +72,22 @@ class ReplayIndex:
         a, b = np.searchsorted(self.sorted_start, lo, "left"), np.searchsorted(self.sorted_start, hi, "right")
         return self.by_start[a:b]
 
+    def edges_into_window(self, lo: int, hi: int) -> np.ndarray:
+        """The edges whose destination starts within [lo, hi]."""
+        a, b = np.searchsorted(self.dst_start, lo, "left"), np.searchsorted(self.dst_start, hi, "right")
+        return self.e_by_dst_start[a:b]
+
+    def edges_from_window(self, lo: int, hi: int) -> np.ndarray:
+        """The edges whose source starts within [lo, hi]."""
+        if self._by_src_start is None:
+            order = np.argsort(self.g.start[self.g.src], kind="stable")
+            self._by_src_start = order, self.g.start[self.g.src][order]
+        order, keys = self._by_src_start
+        return order[np.searchsorted(keys, lo, "left"):np.searchsorted(keys, hi, "right")]
+
     def edges_into(self, nodes: np.ndarray) -> np.ndarray:
         """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
         return _gather(self.e_by_dst, self.e_ptr, nodes)
-
-    def edges_from(self, nodes: np.ndarray) -> np.ndarray:
-        """The edges whose source is one of ``nodes``."""
-        if self._by_src is None:
-            self._by_src = _csr(self.g.src, len(self.g))
-        return _gather(*self._by_src, nodes)
 
 
 def _csr(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +130,7 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
     cuts = sorted(set(c for c in cuts if c < len(win))) + [len(win)]
     block = ix.block
     block[win] = np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
-    e_win = ix.edges_into(win)
+    e_win = ix.edges_into_window(lo, hi)  # the edges into the window's nodes
     if (block[g.src[e_win]] > block[g.dst[e_win]]).any():
         cuts = [0, len(win)]
         block[win] = 0
