@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import critical_path_oracle as old
 from tests.helpers import whatif_oracle as old_whatif
+from tracekit.analyzers import critical_path as cp_module
 from tracekit.analyzers import whatif as whatif_module
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
@@ -52,7 +53,9 @@ def _fields(p) -> tuple:
 
 
 @pytest.mark.parametrize("paths", [[p] for p in TRACES] + PAIRS, ids=lambda ps: "+".join(map(os.path.basename, ps)))
-def test_vectorised_walk_equals_the_node_by_node_walk(paths):
+@pytest.mark.parametrize("rebind_all", [0, 10**9])  # under a what-if: rebind only what moved / always the whole graph
+def test_vectorised_walk_equals_the_node_by_node_walk(paths, rebind_all, monkeypatch):
+    monkeypatch.setattr(cp_module, "REBIND_ALL", rebind_all)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ts, g = _graph(tuple(paths))

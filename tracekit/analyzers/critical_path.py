@@ -40,6 +40,7 @@ from .graph import (
 from .graph_host import sorted_unique
 from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
+REBIND_ALL = 8  # under a what-if, a step of more than 1/REBIND_ALL of the graph's nodes is rebound whole
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
 
 
@@ -173,6 +174,10 @@ def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
         nodes, t, _ = replay_window(g, dur, lo, hi, index)
         start[nodes], d[nodes] = t, dur[nodes]
+        if len(nodes) * REBIND_ALL > len(g):  # a step that is much of the graph: rebinding all of it is cheaper
+            out.append(_walk(g, _Binding(g, start, d), names, step, ws))
+            start[nodes], d[nodes] = g.start[nodes], g.dur[nodes]
+            continue
         hit = _touched(g, index, nodes, lo, hi)
         bind[hit] = _bind_at(g, index, start, d, hit)
         out.append(_walk(g, _Binding(g, start, d, bind), names, step, ws))

@@ -339,20 +339,22 @@ def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int
         lo, hi = min(w.start_ns for w in wins), max(w.end_ns for w in wins)
         nodes, t, rounds = replay_window(g, dur, lo, hi, index)
         most = max(most, rounds)
-        at = dict(zip(*_at(nodes, t, [n for w in wins for n in (w.start_node, w.end_node)])))
+        at = dict(zip(*_at(index, nodes, t, [n for w in wins for n in (w.start_node, w.end_node)])))
         s = min(at.get(w.start_node, NEG) for w in wins)
         e = max(at.get(w.end_node, NEG) + int(dur[w.end_node]) for w in wins)
         out[step] = e - s
     return out, most
 
 
-def _at(nodes: np.ndarray, t: np.ndarray, wanted: list[int]) -> tuple[list[int], list[int]]:
-    """(wanted nodes found among ``nodes``, their replayed starts), without an array of the graph's size."""
+def _at(index: ReplayIndex, nodes: np.ndarray, t: np.ndarray, wanted: list[int]) -> tuple[list[int], list[int]]:
+    """(wanted nodes found among ``nodes``, their replayed starts), through the index's scratch (left all -1)."""
     q = np.asarray(wanted, np.int64)
-    order = np.argsort(nodes, kind="stable")
-    i = np.minimum(np.searchsorted(nodes[order], q), max(len(nodes) - 1, 0))
-    hit = (nodes[order][i] == q) if len(nodes) else np.zeros(len(q), bool)
-    return q[hit].tolist(), t[order][i][hit].tolist()
+    slot = index.pos
+    slot[nodes] = np.arange(len(nodes))
+    i = slot[q]
+    slot[nodes] = -1
+    hit = i >= 0
+    return q[hit].tolist(), t[i[hit]].tolist()
 
 
 def _by_step(g: Graph) -> dict[int, list]:
