@@ -50,7 +50,7 @@ class ReplayIndex:
         self.g, self.calls = g, 0
         self.by_start: np.ndarray | None = None  # sorted on the SORT_AFTER-th window (a few steps: masks are cheaper)
         self.sorted_start = np.empty(0, np.int64)
-        self.e_by_dst, self.e_ptr = _csr(g.dst, n)
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None  # edges by destination node: when first asked
         # edges by their destination's start: a window's incoming edges are one slice (no pass over the window)
         self.e_by_dst_start = np.argsort(g.start[g.dst], kind="stable")
         self.dst_start = g.start[g.dst][self.e_by_dst_start]
@@ -87,7 +87,9 @@ class ReplayIndex:
 
     def edges_into(self, nodes: np.ndarray) -> np.ndarray:
         """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
-        return _gather(self.e_by_dst, self.e_ptr, nodes)
+        if self._csr is None:
+            self._csr = _csr(self.g.dst, len(self.g))
+        return _gather(*self._csr, nodes)
 
 
 def _csr(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
