@@ -149,7 +149,8 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
             t_w, rounds = _solve_block(g, whole, in_b, pos, e_win, t_all, d_all, SHALLOW_ROUNDS)
             in_b[win] = False
             if t_w is not None:
-                return win, t_w[np.searchsorted(whole, win)], rounds
+                t_all[whole] = t_w  # (restored below)
+                return win, t_all[win], rounds
         else:
             rounds = 0
         for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
