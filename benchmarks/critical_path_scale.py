@@ -6,6 +6,12 @@ that the cross-rank clock alignment has to undo). Prints one JSON line per stage
 
     .venv/bin/python benchmarks/critical_path_scale.py --ranks 64
     .venv/bin/python benchmarks/critical_path_scale.py --ranks 64 --collectives 1000
+    .venv/bin/python benchmarks/critical_path_scale.py --trace /tmp/t/ddp-500mb.json --repeat 3 --out results.json
+
+With --trace, the given trace files instead (one analysis; a 500 MB one from benchmarks/gen_trace.py, loaded
+through the Parquet cache in /tmp so that repeats skip the JSON decode; loading is not timed). --repeat N runs
+every stage N times and reports the min and max; --out appends one JSON record per run to a file. Run it with
+PYTHONPATH pointing at another checkout to time that checkout's code on the same input.
 
 With --collectives N, a synthetic step instead: every rank runs host ops, launches a kernel and an all-reduce and
 waits for it, N times; a small simulator (the oracle of tests/unit/analyzers/test_whatif_oracle.py) gives the
@@ -16,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import time
 import tracemalloc
 import warnings
 
 import numpy as np
 
+import tracekit
 from tracekit.analyzers.critical_path import critical_paths
 from tracekit.analyzers.graph import build_graph
 from tracekit.analyzers.run import CommAnalyzer
@@ -100,41 +108,71 @@ def synthetic(n: int, collectives: int, transfer_factor: float = 1.0, seed: int 
     return TraceSet(tables, infos, RunMetadata(world_size=n)), int(t.max()) + 10
 
 
-def stage(name: str, fn):
-    tracemalloc.start()
-    t = time.perf_counter()
-    out = fn()
-    dt = time.perf_counter() - t
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return out, {"stage": name, "seconds": round(dt, 3), "peak_mb": round(peak / 2**20, 1)}
+def stage(name: str, fn, repeat: int = 1, memory: bool = False):
+    """min and max wall time of ``repeat`` plain runs; with ``memory``, one more run under tracemalloc for the peak
+    of Python allocations (traced runs are several times slower where many objects are made: never timed)."""
+    secs, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        secs.append(time.perf_counter() - t)
+    rec = {"stage": name, "seconds": round(min(secs), 3), "seconds_max": round(max(secs), 3)}
+    if memory:
+        tracemalloc.start()
+        fn()
+        rec["peak_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+        tracemalloc.stop()
+    return out, rec
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=64)
     p.add_argument("--collectives", type=int, default=0, help="a synthetic step with this many all-reduces")
+    p.add_argument("--trace", nargs="+", help="trace files to load instead of a generated run")
+    p.add_argument("--cache-dir", default="/tmp/tracekit-bench-cache", help="Parquet cache for --trace")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--memory", action="store_true", help="also the peak of Python allocations (one traced run)")
+    p.add_argument("--out", help="append the records (one JSON object per run) to this file")
     args = p.parse_args()
     warnings.simplefilter("ignore")
     expected = None
-    if args.collectives:
+    if args.trace:
+        ts = load(args.trace, options=LoadOptions(cache_dir=args.cache_dir), executor="serial")
+    elif args.collectives:
         ts, _ = synthetic(args.ranks, args.collectives)
         expected = synthetic(args.ranks, args.collectives, 0.0)[1]
     else:
         ts = generated(args.ranks)
     events = sum(len(t) for _, t in ts)
-    comm, s1 = stage("comm analysis (existing)", lambda: CommAnalyzer().run(ts))
-    g, s2 = stage("build graph", lambda: build_graph(ts, None, comm))
-    ident, s3 = stage("identity replay, every step", lambda: whatif(ts, graph=g))
+    rep, mem = args.repeat, args.memory
+    comm, s1 = stage("comm analysis (existing)", lambda: CommAnalyzer().run(ts), 1, mem)
+    g, s2 = stage("build graph", lambda: build_graph(ts, None, comm), rep, mem)
+    cp, s3 = stage("critical paths", lambda: critical_paths(ts, graph=g), rep, mem)
+    ident, s4 = stage("identity replay, every step", lambda: whatif(ts, graph=g), rep, mem)
     dim = next((str(d) for d in g.dimension if d), "unknown")
-    pred, s4 = stage(f"whatif comm:{dim}=0", lambda: whatif(ts, [f"comm:{dim}=0"], graph=g))
-    cp, s5 = stage("critical paths", lambda: critical_paths(ts, graph=g))
-    for s in (s1, s2, s3, s4, s5):
-        print(json.dumps({"ranks": args.ranks, "events": events, "nodes": len(g), "edges": len(g.src), **s}))
+    spec = f"comm:{dim}=0"
+    pred, s5 = stage(f"whatif {spec}", lambda: whatif(ts, [spec], graph=g), rep, mem)
+    _, s6 = stage(f"critical paths under {spec}", lambda: critical_paths(ts, graph=g, specs=[spec]), rep, mem)
+    meta = {"ranks": len(ts.ranks), "events": events, "nodes": len(g), "edges": len(g.src), "steps": len(ident.steps),
+            "segments": sum(len(s.segments) for s in cp.steps)}
+    stages = [s1, s2, s3, s4, s5, s6]
+    for s in stages:
+        print(json.dumps({**meta, **s}))
+    check = {"replay_error": ident.replay_error, "rounds": ident.rounds, "verdict": cp.verdict,
+             "by_kind_us": {k: round(sum(s.by_kind_ns[k] for s in cp.steps) / 1e3, 3) for k in cp.steps[0].by_kind_ns}
+             if cp.steps else {}, "predicted_us": [round(x.predicted_ns / 1e3, 3) for x in pred.steps]}
     if expected is not None:
-        print(json.dumps({"simulated_free_transfer_ns": expected, "predicted_ns": pred.steps[0].predicted_ns}))
-    print(json.dumps({"replay_error": ident.replay_error, "rounds": ident.rounds,
-                      "steps": [x.to_dict() for x in pred.steps], "verdict": cp.verdict}))
+        check["simulated_free_transfer_ns"] = expected
+        check["predicted_ns"] = pred.steps[0].predicted_ns
+    print(json.dumps(check))
+    if args.out:
+        record = {"source": args.trace or (f"synthetic {args.ranks} ranks x {args.collectives}" if args.collectives
+                                           else f"generated {args.ranks} ranks from {SOURCE}"),
+                  "code": tracekit.__file__, "python": platform.python_version(), "numpy": np.__version__,
+                  "repeat": rep, **meta, "stages": stages, "check": check}
+        with open(args.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,14 @@ collective's barrier to the last rank to arrive is how the path changes rank.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from ..model.traceset import TraceSet
 from .graph import (
@@ -34,13 +37,17 @@ from .graph import (
     Graph,
     build_graph,
 )
-from .whatif import Spec, replay_window, scaled_durations
+from .graph_host import sorted_unique
+from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
+REBIND_ALL = 8  # under a what-if, a step of more than 1/REBIND_ALL of the graph's nodes is rebound whole
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
+    """One stretch of the path. A named tuple rather than a frozen dataclass: a long step has hundreds of thousands
+    of segments, and a frozen dataclass's __init__ (one object.__setattr__ per field) cost ~3 µs each."""
+
     rank: int
     lane: str  # "thread 123", "stream 7", "gloo thread 9" or "" for residuals between ranks
     name: str
@@ -160,21 +167,55 @@ def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph
         return CriticalPaths(tuple(_walk(g, b, names, s, ws) for s, ws in sorted(steps.items())), g.notes)
     dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
     out = []
+    index = ReplayIndex(g)
+    measured = _Binding(g, g.start, g.dur)
+    start, d, bind = g.start.copy(), g.dur.copy(), measured.bind.copy()  # the measured graph, a step replayed in it
     for step, ws in sorted(steps.items()):
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
-        nodes, t, _ = replay_window(g, dur, lo, hi)
-        start, d = g.start.copy(), g.dur.copy()
+        nodes, t, _ = replay_window(g, dur, lo, hi, index)
         start[nodes], d[nodes] = t, dur[nodes]
-        out.append(_walk(g, _Binding(g, start, d), names, step, ws))
+        if len(nodes) * REBIND_ALL > len(g):  # a step that is much of the graph: rebinding all of it is cheaper
+            out.append(_walk(g, _Binding(g, start, d), names, step, ws))
+            start[nodes], d[nodes] = g.start[nodes], g.dur[nodes]
+            continue
+        hit = _touched(g, index, nodes, lo, hi)
+        bind[hit] = _bind_at(g, index, start, d, hit)
+        out.append(_walk(g, _Binding(g, start, d, bind), names, step, ws))
+        start[nodes], d[nodes], bind[hit] = g.start[nodes], g.dur[nodes], measured.bind[hit]
     return CriticalPaths(tuple(out), g.notes + tuple(notes))
+
+
+def _touched(g: Graph, index: ReplayIndex, nodes: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The nodes whose binding input may change when ``nodes`` move: themselves, their chain successors and the
+    destinations of their edges (a node's binding reads only its own start and its inputs' starts and ends)."""
+    nxt = nodes[nodes + 1 < len(g)] + 1
+    return sorted_unique(np.concatenate([nodes, nxt, g.dst[index.edges_from_window(lo, hi)]]))  # nodes: [lo, hi]
+
+
+def _bind_at(g: Graph, index: ReplayIndex, start: np.ndarray, dur: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """_Binding's rule for ``nodes`` (sorted) only, with the same tie-breaks: among the edges that reach a node,
+    the one whose source starts latest, then the highest edge id; the chain before any edge."""
+    prev = np.maximum(nodes - 1, 0)
+    chain_ok = ~g.first[nodes] & (start[prev] + dur[prev] + g.gap[nodes] >= start[nodes])
+    e = np.sort(index.edges_into(nodes))
+    val = start[g.src[e]] + np.where(g.anchor_end[e], dur[g.src[e]], 0) + g.delay[e]
+    hits = e[val >= start[g.dst[e]]]
+    edge = np.full(len(nodes), -1, np.int64)
+    if len(hits):
+        order = hits[np.lexsort((start[g.src[hits]], g.dst[hits]))]
+        edge[np.searchsorted(nodes, g.dst[order])] = order  # last write per node wins: the latest source
+    return np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
 
 
 class _Binding:
     """For each node, which input bound its start (measured, or replayed): -1 chain, -2 fixed, else the edge."""
 
-    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray) -> None:
-        n = len(g)
+    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray, bind: np.ndarray | None = None) -> None:
         self.start, self.dur = start, dur
+        if bind is not None:
+            self.bind = bind
+            return
+        n = len(g)
         prev_end = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
         prev_end[1:] = start[:-1] + dur[:-1] + g.gap[1:]
         chain_ok = ~g.first & (prev_end >= start)
@@ -188,72 +229,125 @@ class _Binding:
             edge[g.dst[order]] = order  # last write per node wins: the latest source
         self.bind = np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
 
+    def run_first(self, j: int) -> int:
+        """The first node of ``j``'s run of chain bindings (the walk goes down a run in one vectorised stretch),
+        found by looking back in growing strides: a run's length, not the chain's. A chain's first node is
+        never chain-bound, so the search stops inside ``j``'s chain."""
+        hi, width = j + 1, 64
+        while True:
+            lo = max(hi - width, 0)
+            nz = np.flatnonzero(self.bind[lo:hi] != -1)
+            if len(nz):
+                return lo + int(nz[-1])
+            if lo == 0:
+                return 0
+            hi, width = lo, width * 4
+
+
+# segment labels other than a node's own name (index into _LABELS; -1: the node's name)
+_GAP, _BEFORE = 0, 1
+_LABELS = ("(gap)", "(before the first event)") + tuple(_EDGE_NAMES.get(et, "(dependency)") for et in range(len(EDGE_KIND)))
+_LANE_WORDS = ("thread", "stream", "gloo thread", "")
+
 
 class _Names:
+    """Segment names, lanes and collective ops, looked up for many nodes at once (object arrays of str)."""
+
     def __init__(self, g: Graph, traces: TraceSet) -> None:
         self.g = g
         self.tables = dict(traces.tables)
+        self._strings: dict[int, np.ndarray] = {}
+
+    def _decoded(self, r: int, column: str, rows: np.ndarray) -> np.ndarray:
+        """``t.string(t[column][row]) or ""`` for each row of rank r's table."""
+        t = self.tables[r]
+        lookup = self._strings.get(r)
+        if lookup is None:
+            lookup = self._strings[r] = np.array(list(t.strings) + [""], object)
+        ids = t[column][rows]
+        out = lookup[np.where(ids < 0, len(t.strings), ids)]
+        return np.where(out == None, "", out)  # noqa: E711 (elementwise)
+
+    def nodes(self, j: np.ndarray) -> np.ndarray:
+        g = self.g
+        row, rank = g.row[j], g.rank[j]
+        ctype = g.chain_type[g.chain[j]]
+        out = np.where(ctype == HOST_CHAIN, "(host gap)", "(gap)").astype(object)
+        named = (row >= 0) & (ctype != BARRIER_CHAIN)
+        for r in np.unique(rank[named]).tolist():
+            on = named & (rank == r)
+            text = self._decoded(r, "name_id", row[on])
+            wait = g.kind[j[on]] == WAIT
+            text[wait] = text[wait] + " (arrival)"
+            out[on] = text
+        out[ctype == BARRIER_CHAIN] = "(last arrival)"
+        return out
+
+    def ops(self, j: np.ndarray) -> np.ndarray:
+        g = self.g
+        row, rank = g.row[j], g.rank[j]
+        out = np.full(len(j), "", object)
+        for r in np.unique(rank[row >= 0]).tolist():
+            if r in self.tables:
+                on = (row >= 0) & (rank == r)
+                out[on] = self._decoded(r, "coll_op_id", row[on])
+        return out
 
     def node(self, j: int) -> str:
-        g = self.g
-        row, r = int(g.row[j]), int(g.rank[j])
-        ctype = g.chain_type[g.chain[j]]
-        if ctype == BARRIER_CHAIN:
-            return "(last arrival)"
-        if row < 0:
-            return "(host gap)" if ctype == HOST_CHAIN else "(gap)"
-        t = self.tables[r]
-        name = t.string(int(t["name_id"][row])) or ""
-        return name + (" (arrival)" if g.kind[j] == WAIT else "")
+        return str(self.nodes(np.array([j]))[0])
 
-    def op(self, j: int) -> str:
-        row, r = int(self.g.row[j]), int(self.g.rank[j])
-        t = self.tables.get(r)
-        return (t.string(int(t["coll_op_id"][row])) or "") if t is not None and row >= 0 else ""
-
-    def lane(self, j: int) -> str:
+    def lanes(self, j: np.ndarray) -> np.ndarray:
         g = self.g
-        c = g.chain[j]
-        kind = ("thread", "stream", "gloo thread", "")[int(g.chain_type[c])]
-        return f"{kind} {int(g.chain_lane[c])}" if kind else ""
+        chains, inv = np.unique(g.chain[j], return_inverse=True)
+        text = np.array([f"{_LANE_WORDS[int(ct)]} {int(ln)}" if _LANE_WORDS[int(ct)] else ""
+                         for ct, ln in zip(g.chain_type[chains], g.chain_lane[chains])] + [""], object)
+        return text[np.where(j < 0, len(chains), inv.reshape(-1))]
+
+
+class _Segs:
+    """Segments as they are found walking back (latest first), in numpy chunks: node (whose name, lane and
+    dimension they carry; -1 for none), label (-1: the node's own name), rank, start, end, kind."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, node, lane_node, label, rank, s, e, kind) -> None:
+        self.chunks.append(tuple(np.atleast_1d(np.asarray(x, np.int64)) for x in (node, lane_node, label, rank, s, e, kind)))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        if not self.chunks:
+            return tuple(np.empty(0, np.int64) for _ in range(7))
+        return tuple(np.concatenate(c)[::-1] for c in zip(*self.chunks))
 
 
 def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
+    """Walk back from the step's latest window end along the binding inputs. Runs of chain bindings (a thread's
+    or stream's consecutive pieces) are taken in one vectorised stretch; only the edges between chains are
+    followed one by one."""
     start, dur = b.start, b.dur
     start_t = min(int(start[w.start_node]) for w in wins)
     end_w = max(wins, key=lambda w: int(start[w.end_node] + dur[w.end_node]))
     j = end_w.end_node
-    segs: list[tuple[int, str, str, int, int, int, str]] = []
+    segs = _Segs()
     crossings: list[Crossing] = []
     cur = int(start[j] + dur[j])
     at_end = True
     came_from = -1
     guard = 4 * len(g) + 10
     while cur > start_t and guard > 0:
-        guard -= 1
-        if at_end:
-            s = int(start[j])
-            if dur[j]:
-                segs.append(_node_seg(g, names, j, max(s, start_t), cur))
-            cur, at_end = s, False
+        if at_end or b.bind[j] == -1:
+            j, at_end, cur, used = _run(g, b, segs, j, at_end, cur, start_t, guard)
+            guard -= used
             continue
+        guard -= 1
         k = int(b.bind[j])
-        if k == -1:
-            ctype = int(g.chain_type[g.chain[j]])
-            gap = int(g.gap[j])
-            if gap:  # negative where measured activities of a stream overlap (rounding): kept, so sums stay exact
-                segs.append((int(g.rank[j]), names.lane(j), "(gap)", max(cur - gap, start_t) if gap > 0 else cur - gap,
-                             cur, CHAIN_GAP_KIND[ctype], ""))
-            cur -= gap
-            j, at_end = j - 1, True
-        elif k >= 0:
+        if k >= 0:
             src = int(g.src[k])
             anchor = int(start[src] + (dur[src] if g.anchor_end[k] else 0))
             if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
                 et = int(g.etype[k])
-                segs.append((int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]), "",
-                             _EDGE_NAMES.get(et, "(dependency)"), max(anchor, start_t) if cur > anchor else anchor,
-                             cur, EDGE_KIND[et], ""))
+                segs.add(-1, -1, 2 + et, int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]),
+                         max(anchor, start_t) if cur > anchor else anchor, cur, EDGE_KIND[et])
             if int(g.etype[k]) == RELEASE:
                 came_from = j
             elif int(g.etype[k]) == ARRIVE and came_from >= 0:
@@ -262,9 +356,41 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
                     crossings.append(c)
             cur, j, at_end = anchor, src, bool(g.anchor_end[k])
         else:
-            segs.append((int(g.rank[j]), names.lane(j), "(before the first event)", start_t, cur, IDLE, ""))
+            segs.add(-1, j, _BEFORE, int(g.rank[j]), start_t, cur, IDLE)
             cur = start_t
-    return _result(g, step, segs, crossings, int(start[end_w.end_node] + dur[end_w.end_node]) - start_t)
+    return _result(g, names, step, segs, crossings, int(start[end_w.end_node] + dur[end_w.end_node]) - start_t)
+
+
+def _run(g: Graph, b: _Binding, segs: _Segs, j: int, at_end: bool, cur: int, start_t: int, guard: int):
+    """Walk back from node ``j`` (at its end, or at its start) down its run of chain bindings, as the node-by-node
+    walk would: states E_i (at node i's end: its own segment) and S_i (at its start: the chain gap before it)
+    alternate, E_j, S_j, E_(j-1), ... S_k, k the run's first node. Stops before S_k (its input is not the chain),
+    at the first state whose time is not past ``start_t``, or after ``guard`` states. Returns the state reached
+    (node, at_end, time) and the states used."""
+    start, dur, gap = b.start, b.dur, g.gap
+    k = b.run_first(j)
+    idx = np.arange(j, k - 1, -1)
+    t_end = np.empty(len(idx), np.int64)  # the walk's time at E_i: the node's end, or where the gap after it began
+    t_end[0] = cur
+    t_end[1:] = start[idx[:-1]] - gap[idx[:-1]]
+    node = np.repeat(idx, 2)
+    is_end = np.tile(np.array([True, False]), len(idx))
+    t = np.stack([t_end, start[idx]], 1).ravel()
+    if not at_end:
+        node, is_end, t = node[1:], is_end[1:], t[1:]
+        t[0] = cur
+    past = t <= start_t
+    n_vec = min(int(np.argmax(past)) if past.any() else len(t), guard, len(t) - 1)
+    nd, e_state, tt = node[:n_vec], is_end[:n_vec], t[:n_vec]
+    gp = gap[nd]
+    emit = np.where(e_state, dur[nd] != 0, gp != 0)
+    nd, e_state, tt, gp = nd[emit], e_state[emit], tt[emit], gp[emit]
+    s_node = np.maximum(start[nd], start_t)
+    s_gap = np.where(gp > 0, np.maximum(tt - gp, start_t), tt - gp)
+    ctype = g.chain_type[g.chain[nd]]
+    kind = np.where(e_state, g.kind[nd], np.asarray(CHAIN_GAP_KIND, np.int64)[ctype])
+    segs.add(nd, nd, np.where(e_state, -1, _GAP), g.rank[nd], np.where(e_state, s_node, s_gap), tt, kind)
+    return int(node[n_vec]), bool(is_end[n_vec]), int(t[n_vec]), n_vec
 
 
 def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndarray) -> Crossing | None:
@@ -277,38 +403,67 @@ def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndar
     return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 
-def _node_seg(g: Graph, names: _Names, j: int, s: int, e: int):
-    kind = int(g.kind[j])
-    dim = (str(g.dimension[j]) or "unknown") if kind == TRANSFER else ""
-    if dim:
-        dim += "|" + names.op(j)
-    return (int(g.rank[j]), names.lane(j), names.node(j), s, e, kind, dim)
+@contextmanager
+def _gc_paused():
+    """No cyclic garbage collection while hundreds of thousands of segment tuples are made: each collection would
+    traverse every object the analysis holds (5x the cost of making them, measured on a 720 k-segment run).
+    Tuples of ints and strings make no cycles, so nothing is left for the collector to find."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
-def _result(g: Graph, step: int, segs, crossings, length: int) -> StepPath:
-    segs = segs[::-1]
-    merged: list[list] = []
-    for r, lane, name, s, e, kind, dim in segs:
-        if merged and merged[-1][:3] == [r, lane, name] and merged[-1][5] == kind and merged[-1][4] == s:
-            merged[-1][4] = e
-        else:
-            merged.append([r, lane, name, s, e, kind, dim])
-    by_kind: dict[str, int] = {k: 0 for k in KINDS}
+def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int) -> StepPath:
+    """Merge neighbouring segments of the same rank, lane, name and kind that touch, and sum them by kind, by
+    (rank, kind), by dimension and by collective (dicts in order of first appearance on the path)."""
+    node, lane_node, label, rank, s, e, kind = segs.arrays()
+    own = label < 0
+    name = np.asarray(_LABELS, object)[np.maximum(label, 0)] if len(label) else np.empty(0, object)
+    name[own] = names.nodes(node[own])
+    lane = names.lanes(lane_node)
+    dim_op = np.full(len(node), "", object)
+    tr = own & (kind == TRANSFER)
+    if tr.any():
+        dims = np.array([str(d) or "unknown" for d in g.dimension[node[tr]]], object)
+        dim_op[tr] = dims + "|" + names.ops(node[tr])
+    same = np.zeros(len(node), bool)
+    same[1:] = (rank[1:] == rank[:-1]) & (lane[1:] == lane[:-1]) & (name[1:] == name[:-1]) & (kind[1:] == kind[:-1]) \
+        & (e[:-1] == s[1:])
+    first = np.flatnonzero(~same)
+    last = np.append(first[1:] - 1, len(node) - 1).astype(np.int64)
+    r, ln, nm, kd, dm = rank[first], lane[first], name[first], kind[first], dim_op[first]
+    gs, ge = s[first], e[last]
+    span = ge - gs
+    by_kind: dict[str, int] = {k: int(span[kd == i].sum()) for i, k in enumerate(KINDS)}
+    by_rk: dict[tuple[int, str], int] = {}
+    rk_code, rk_keys = pd.factorize((r + 1) * len(KINDS) + kd)
+    rk_sum = np.zeros(len(rk_keys), np.int64)
+    np.add.at(rk_sum, rk_code, span)
+    for key, v in zip(rk_keys.tolist(), rk_sum.tolist()):
+        by_rk[(key // len(KINDS) - 1, KINDS[key % len(KINDS)])] = v
     by_dim: dict[str, int] = {}
     by_coll: dict[str, int] = {}
-    by_rk: dict[tuple[int, str], int] = {}
-    out = []
-    for r, lane, name, s, e, kind, dim_op in merged:
-        k = KINDS[kind]
-        by_kind[k] += e - s
-        by_rk[(r, k)] = by_rk.get((r, k), 0) + e - s
-        dim, _, op = dim_op.partition("|")
-        if dim:
-            by_dim[dim] = by_dim.get(dim, 0) + e - s
+    with_dim = dm != ""
+    dim_of = np.full(len(first), "", object)
+    if with_dim.any():
+        d_code, d_keys = pd.factorize(dm[with_dim])
+        d_sum = np.zeros(len(d_keys), np.int64)
+        np.add.at(d_sum, d_code, span[with_dim])
+        parts = [str(x).partition("|") for x in d_keys]
+        for (dim, _, op), v in zip(parts, d_sum.tolist()):
+            by_dim[dim] = by_dim.get(dim, 0) + v
             coll = f"{dim} {op}".strip()
-            by_coll[coll] = by_coll.get(coll, 0) + e - s
-        out.append(Segment(r, lane, name, s + g.base_ns, e - s, k, dim))
-    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, tuple(out), tuple(crossings))
+            by_coll[coll] = by_coll.get(coll, 0) + v
+        dim_of[with_dim] = np.array([p[0] for p in parts], object)[d_code]
+    kinds = np.asarray(KINDS, object)[kd] if len(kd) else np.empty(0, object)
+    with _gc_paused():
+        out = tuple(map(Segment._make, zip(r.tolist(), ln.tolist(), nm.tolist(), (gs + g.base_ns).tolist(),
+                                           span.tolist(), kinds.tolist(), dim_of.tolist())))
+    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings))
 
 
 @dataclass(frozen=True, slots=True)

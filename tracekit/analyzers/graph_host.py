@@ -213,7 +213,7 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     cut_code = np.searchsorted(lanes, cut_lane)
     okc = (cut_code < len(lanes)) & (lanes[np.minimum(cut_code, len(lanes) - 1)] == cut_lane) if len(cuts) else \
         np.zeros(0, bool)
-    bkeys = np.unique(np.concatenate([lcode * B + rel_s, lcode * B + rel_e, cut_code[okc] * B + (cuts[okc] - lo)]))
+    bkeys = sorted_unique(np.concatenate([lcode * B + rel_s, lcode * B + rel_e, cut_code[okc] * B + (cuts[okc] - lo)]))
     blane, btime = bkeys // B, bkeys % B
     nxt = np.flatnonzero(blane[1:] == blane[:-1])
     p_lane, p_s, p_e = blane[nxt], btime[nxt], btime[nxt + 1]
@@ -242,6 +242,15 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     ids = parts.add_nodes(chain=c0 + p_lane, start=p_s + lo, dur=dur, kind=kind, rank=np.full(len(p_s), r),
                           row=inner, dimension=np.full(len(p_s), "", object))
     return ids, p_s + lo, lanes[p_lane]
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique(x) by a sort and a neighbour comparison: numpy 2.4's np.unique hashes first, ~100x slower on
+    hundreds of thousands of mostly distinct int64 keys (the boundaries of every host op)."""
+    s = np.sort(x)
+    keep = np.ones(len(s), bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
 
 
 def _waiting(inner, p_start, call_rows, cuts):

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..errors import ConfigError
 from ..model.events import EventKind
 from ..model.traceset import TraceSet
 from . import intervals as iv
 from .graph import COMPUTE, HOST_CHAIN, NEG, TRANSFER, Graph, build_graph
+from .graph_host import sorted_unique
 
 MAX_ROUNDS = 100_000
 
@@ -33,24 +35,94 @@ def replay(g: Graph, dur: np.ndarray | None = None) -> tuple[np.ndarray, int]:
 
 
 BLOCK_NODES = 4096  # nodes per block of the blocked replay (tests set it small to exercise the blocks)
+SORT_AFTER = 4  # windows replayed with one ReplayIndex before it sorts the whole graph by start
 SHALLOW_ROUNDS = 16  # a step that converges within this many rounds as one block is not cut into blocks
 
 
-def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int]:
+class ReplayIndex:
+    """What every step's replay needs from the whole graph, built once: nodes sorted by measured start, edges by
+    destination (CSR), and scratch arrays of the graph's size that each replay leaves as it found them, so that a
+    step costs its own nodes and edges, not the graph's (replaying 60 steps of a 2.5 M-node graph used to allocate
+    and scan ~10 full-size arrays per step). Not thread-safe: one replay at a time per index."""
+
+    def __init__(self, g: Graph) -> None:
+        n = len(g)
+        self.g, self.calls = g, 0
+        self.by_start: np.ndarray | None = None  # sorted on the SORT_AFTER-th window (a few steps: masks are cheaper)
+        self.sorted_start = np.empty(0, np.int64)
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None  # edges by destination node: when first asked
+        # edges by their destination's start: a window's incoming edges are one slice (no pass over the window)
+        self.e_by_dst_start = np.argsort(g.start[g.dst], kind="stable")
+        self.dst_start = g.start[g.dst][self.e_by_dst_start]
+        self._by_src_start: tuple[np.ndarray, np.ndarray] | None = None
+        self.block = np.full(n, -1, np.int64)
+        self.in_b, self.pos = np.zeros(n, bool), np.full(n, -1, np.int64)
+        self.t_all, self.d_all = g.start.copy(), g.dur.copy()
+
+    def window(self, lo: int, hi: int) -> np.ndarray:
+        """The nodes that start within [lo, hi], by (start, node id)."""
+        g = self.g
+        self.calls += 1
+        if self.by_start is None and self.calls < SORT_AFTER:
+            win = np.flatnonzero((g.start >= lo) & (g.start <= hi))
+            return win[np.argsort(g.start[win], kind="stable")]
+        if self.by_start is None:
+            self.by_start = np.argsort(g.start, kind="stable")
+            self.sorted_start = g.start[self.by_start]
+        a, b = np.searchsorted(self.sorted_start, lo, "left"), np.searchsorted(self.sorted_start, hi, "right")
+        return self.by_start[a:b]
+
+    def edges_into_window(self, lo: int, hi: int) -> np.ndarray:
+        """The edges whose destination starts within [lo, hi]."""
+        a, b = np.searchsorted(self.dst_start, lo, "left"), np.searchsorted(self.dst_start, hi, "right")
+        return self.e_by_dst_start[a:b]
+
+    def edges_from_window(self, lo: int, hi: int) -> np.ndarray:
+        """The edges whose source starts within [lo, hi]."""
+        if self._by_src_start is None:
+            order = np.argsort(self.g.start[self.g.src], kind="stable")
+            self._by_src_start = order, self.g.start[self.g.src][order]
+        order, keys = self._by_src_start
+        return order[np.searchsorted(keys, lo, "left"):np.searchsorted(keys, hi, "right")]
+
+    def edges_into(self, nodes: np.ndarray) -> np.ndarray:
+        """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
+        if self._csr is None:
+            self._csr = _csr(self.g.dst, len(self.g))
+        return _gather(*self._csr, nodes)
+
+
+def _csr(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Edges grouped by one end (stable: by edge id within a node) and each node's offset into them."""
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=ptr[1:])
+    return np.argsort(ends, kind="stable"), ptr
+
+
+def _gather(order: np.ndarray, ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    counts = ptr[nodes + 1] - ptr[nodes]
+    if not len(counts):
+        return np.empty(0, np.int64)
+    first = np.repeat(ptr[nodes] - np.cumsum(counts) + counts, counts)  # slot i of node k: ptr[k] + i
+    return order[first + np.arange(int(counts.sum()))]
+
+
+def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
+                  index: ReplayIndex | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Replay of the nodes that start within [lo, hi] (a step), everything before ``lo`` kept as measured:
     (the nodes, their starts, rounds). Nodes after ``hi`` cannot bound the step (every edge and chain edge
-    goes forward in measured time), so they are left out.
+    goes forward in measured time), so they are left out. ``index``: a ReplayIndex of ``g`` to reuse across
+    steps (built when None).
 
     Measured start order is a topological order of the graph, so the window is solved in blocks of about
     BLOCK_NODES nodes in that order, each with the blocks before it final: a block needs as many rounds as
     chains alternate inside it, not along the whole step (a step of 200 collectives on 64 ranks: ~800 rounds
     over the whole window, ~15 per block). Where the measurement contradicts that order (an edge from a later
     block, clocks), the window is one block."""
-    inside = (g.start >= lo) & (g.start <= hi)
-    win = np.flatnonzero(inside)
+    ix = index if index is not None else ReplayIndex(g)
+    win = ix.window(lo, hi)
     if not len(win):
         return win, np.empty(0, np.int64), 0
-    win = win[np.argsort(g.start[win], kind="stable")]
     times = g.start[win]
     cuts = [0]
     while cuts[-1] + BLOCK_NODES < len(win):  # block starts at distinct times: ties never split
@@ -58,36 +130,40 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarr
         if cuts[-1] == cuts[-2]:
             cuts[-1] = int(np.searchsorted(times, times[cuts[-2]], side="right"))
     cuts = sorted(set(c for c in cuts if c < len(win))) + [len(win)]
-    block = np.full(len(g), -1, np.int64)
-    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
-        block[win[a:b]] = i
-    e_win = np.flatnonzero(inside[g.dst])
+    block = ix.block
+    block[win] = np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
+    e_win = ix.edges_into_window(lo, hi)  # the edges into the window's nodes
     if (block[g.src[e_win]] > block[g.dst[e_win]]).any():
         cuts = [0, len(win)]
         block[win] = 0
     e_win = e_win[np.argsort(block[g.dst[e_win]], kind="stable")]
     e_cut = np.searchsorted(block[g.dst[e_win]], np.arange(len(cuts)))
-    t_all, d_all = g.start.copy(), np.where(inside, dur, g.dur)
-    in_b, pos = np.zeros(len(g), bool), np.full(len(g), -1, np.int64)  # scratch, reset after each block
-    if len(cuts) > 2:  # a shallow step converges in a few rounds as one block: try that first
-        in_b[win] = True
-        whole = np.sort(win)
-        t_w, rounds = _solve_block(g, whole, in_b, pos, e_win, t_all, d_all, SHALLOW_ROUNDS)
-        in_b[win] = False
-        if t_w is not None:
-            t_all[whole] = t_w
-            return win, t_all[win], rounds
-    else:
-        rounds = 0
-    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
-        nodes_b = np.sort(win[a:b])
-        in_b[nodes_b] = True
-        t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
-        in_b[nodes_b] = False
-        assert t_b is not None
-        t_all[nodes_b] = t_b
-        rounds += r
-    return win, t_all[win], rounds
+    block[win] = -1
+    t_all, d_all = ix.t_all, ix.d_all
+    d_all[win] = dur[win]
+    in_b, pos = ix.in_b, ix.pos  # scratch, reset after each block
+    try:
+        if len(cuts) > 2:  # a shallow step converges in a few rounds as one block: try that first
+            in_b[win] = True
+            whole = np.sort(win)
+            t_w, rounds = _solve_block(g, whole, in_b, pos, e_win, t_all, d_all, SHALLOW_ROUNDS)
+            in_b[win] = False
+            if t_w is not None:
+                t_all[whole] = t_w  # (restored below)
+                return win, t_all[win], rounds
+        else:
+            rounds = 0
+        for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            nodes_b = np.sort(win[a:b])
+            in_b[nodes_b] = True
+            t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+            in_b[nodes_b] = False
+            assert t_b is not None
+            t_all[nodes_b] = t_b
+            rounds += r
+        return win, t_all[win], rounds
+    finally:  # leave the scratch as measured
+        t_all[win], d_all[win], in_b[win] = g.start[win], g.dur[win], False
 
 
 def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarray, e_in: np.ndarray,
@@ -96,7 +172,8 @@ def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarra
     ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
     head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
     preds = head - 1
-    outer = np.setdiff1d(g.src[e_in][~in_b[g.src[e_in]]], preds)
+    outer = sorted_unique(g.src[e_in][~in_b[g.src[e_in]]])
+    outer = outer[~np.isin(outer, preds)]  # np.setdiff1d, without numpy 2.4's slow hashing unique
     nodes = np.concatenate([nodes_b, preds, outer])
     key = np.concatenate([g.chain[nodes_b], g.chain[preds], -1 - np.arange(len(outer))])
     order = np.lexsort((nodes, key))
@@ -212,8 +289,10 @@ def scaled_durations(g: Graph, traces: TraceSet, specs: Sequence[Spec]) -> tuple
 def _matches(g: Graph, traces: TraceSet, spec: Spec) -> np.ndarray:
     host = g.chain_type[g.chain] == HOST_CHAIN
     if spec.what == "comm":
-        dims = np.array([str(d).lower() for d in g.dimension], object) if len(g) else np.empty(0, object)
-        return (g.kind == TRANSFER) & (dims == spec.key.lower())
+        # a handful of distinct dimensions over millions of nodes: compare each once
+        codes, dims = pd.factorize(g.dimension, use_na_sentinel=False)
+        want = np.array([str(d).lower() == spec.key.lower() for d in dims] + [False], bool)
+        return (g.kind == TRANSFER) & want[codes]
     if spec.what == "rank":
         return host & (g.rank == int(spec.key.partition(":")[0]))
     hit = np.zeros(len(g), bool)
@@ -258,16 +337,27 @@ def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int
     start. Also the most rounds a step took."""
     out: dict[int, int] = {}
     most = 0
+    index = ReplayIndex(g)
     for step, wins in _by_step(g).items():
         lo, hi = min(w.start_ns for w in wins), max(w.end_ns for w in wins)
-        nodes, t, rounds = replay_window(g, dur, lo, hi)
+        nodes, t, rounds = replay_window(g, dur, lo, hi, index)
         most = max(most, rounds)
-        at = np.full(len(g), NEG, np.int64)
-        at[nodes] = t
-        s = min(int(at[w.start_node]) for w in wins)
-        e = max(int(at[w.end_node] + dur[w.end_node]) for w in wins)
+        at = dict(zip(*_at(index, nodes, t, [n for w in wins for n in (w.start_node, w.end_node)])))
+        s = min(at.get(w.start_node, NEG) for w in wins)
+        e = max(at.get(w.end_node, NEG) + int(dur[w.end_node]) for w in wins)
         out[step] = e - s
     return out, most
+
+
+def _at(index: ReplayIndex, nodes: np.ndarray, t: np.ndarray, wanted: list[int]) -> tuple[list[int], list[int]]:
+    """(wanted nodes found among ``nodes``, their replayed starts), through the index's scratch (left all -1)."""
+    q = np.asarray(wanted, np.int64)
+    slot = index.pos
+    slot[nodes] = np.arange(len(nodes))
+    i = slot[q]
+    slot[nodes] = -1
+    hit = i >= 0
+    return q[hit].tolist(), t[i[hit]].tolist()
 
 
 def _by_step(g: Graph) -> dict[int, list]:
