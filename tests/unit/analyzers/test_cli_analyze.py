@@ -40,12 +40,8 @@ def test_window_over_the_profiler_steps_gives_their_figures():
 
 
 def test_window_on_a_trace_without_profiler_steps(tmp_path):
-    import pytest
 
-    alexnet = Path(__file__).resolve().parents[4] / "shared" / "traces" / "kineto-gpu-more" / \
-        "critical-path-alexnet.json.gz"
-    if not alexnet.exists():
-        pytest.skip(f"{alexnet} not present")
+    alexnet = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu-more" / "critical-path-alexnet.json.gz"
     args = ["--no-cache", "--executor", "serial", str(alexnet), "--window", "*|measure|forward]"]
     (step,) = _steps(CliRunner().invoke(cli, ["analyze", "--format", "json", *args]))
     assert step["complete"] and step["host_wall_us"] == 79678.0 and step["compute_us"] > 0
