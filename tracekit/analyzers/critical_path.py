@@ -11,15 +11,14 @@ collective's barrier to the last rank to arrive is how the path changes rank.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from ..loader.decode import gc_paused  # hundreds of thousands of segment tuples: no cycles to collect
 from ..model.traceset import TraceSet
 from .graph import (
     ARRIVE,
@@ -403,20 +402,6 @@ def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndar
     return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 
-@contextmanager
-def _gc_paused():
-    """No cyclic garbage collection while hundreds of thousands of segment tuples are made: each collection would
-    traverse every object the analysis holds (5x the cost of making them, measured on a 720 k-segment run).
-    Tuples of ints and strings make no cycles, so nothing is left for the collector to find."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int) -> StepPath:
     """Merge neighbouring segments of the same rank, lane, name and kind that touch, and sum them by kind, by
     (rank, kind), by dimension and by collective (dicts in order of first appearance on the path)."""
@@ -460,7 +445,7 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
             by_coll[coll] = by_coll.get(coll, 0) + v
         dim_of[with_dim] = np.array([p[0] for p in parts], object)[d_code]
     kinds = np.asarray(KINDS, object)[kd] if len(kd) else np.empty(0, object)
-    with _gc_paused():
+    with gc_paused():
         out = tuple(map(Segment._make, zip(r.tolist(), ln.tolist(), nm.tolist(), (gs + g.base_ns).tolist(),
                                            span.tolist(), kinds.tolist(), dim_of.tolist())))
     return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings))

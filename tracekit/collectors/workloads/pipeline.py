@@ -19,13 +19,13 @@ import torch.distributed as dist
 from torch.profiler import record_function
 
 from .. import comm
-from ..profile import profile
 from ..saved_bytes import StorageUnion, byte_extent, is_parameter_derived, storage_key
 from .config import WorkloadConfig
 from .delay import host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
 from .pipeline_mesh import build_stage, inner_layout, p2p
+from .profiled import run_steps
 
 
 def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]]:
@@ -235,25 +235,8 @@ def train_pipeline(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: b
             state.update(loss=loss, grads=pipe.grads(), stage=pipe.stage.index)
         pipe.update()
 
-    total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
-    overhead: dict = {}
-    traces: list[str] = []
-    activation = None
-    if profiled:
-        with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=pipe.stage.groups,
-                     model=pipe.layers, model_dims=cfg.model_dims(device.type),
-                     activation_memory=cfg.activation_memory, workload=cfg.workload,
-                     profile_memory=cfg.profile_memory) as prof:
-            for i in range(total):
-                one_step(i)
-                prof.step()
-        overhead = prof.overhead.to_dict() if prof.overhead is not None else {}
-        traces = [str(p) for p in prof.trace_paths]
-        if prof.activation is not None and prof.activation.path is not None:
-            activation = str(prof.activation.path)
-    else:
-        for i in range(total):
-            one_step(i)
+    overhead, traces, activation = run_steps(cfg, out_dir, profiled, one_step, layout=pipe.stage.groups,
+                                             model=pipe.layers, device=device)
     par = pipe.par
     return {"rank": dist.get_rank(), "coords": pipe.coords, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,

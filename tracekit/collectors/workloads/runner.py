@@ -24,13 +24,13 @@ from ...errors import TracekitError
 from .. import comm
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
-from ..profile import profile
 from ..quiet import quiet_profiler_chatter
 from . import moe
 from .config import WorkloadConfig
 from .delay import host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
+from .profiled import run_steps
 from .zero import ZeroSync
 
 
@@ -123,27 +123,10 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             for p in params:
                 p.add_(p.grad, alpha=-1e-3)
 
-    total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
-    overhead: dict = {}
-    activation = None
-    if profiled:
-        with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=groups,
-                     model=layers, model_dims=cfg.model_dims(device.type),
-                     activation_memory=cfg.activation_memory, workload=cfg.workload,
-                     profile_memory=cfg.profile_memory) as prof:
-            for i in range(total):
-                one_step(i)
-                prof.step()
-        overhead = prof.overhead.to_dict() if prof.overhead is not None else {}
-        traces = [str(p) for p in prof.trace_paths]
-        if prof.activation is not None and prof.activation.path is not None:
-            activation = str(prof.activation.path)
-        if "ep" in cfg.parts:
-            moe.write_split_log(layers, out_dir, dist.get_rank())
-    else:
-        for i in range(total):
-            one_step(i)
-        traces = []
+    overhead, traces, activation = run_steps(cfg, out_dir, profiled, one_step, layout=groups, model=layers,
+                                             device=device)
+    if profiled and "ep" in cfg.parts:
+        moe.write_split_log(layers, out_dir, dist.get_rank())
     where = coords(lay, dist.get_rank())
     return {"rank": dist.get_rank(), "coords": where, "losses": losses, "overhead": overhead, "traces": traces,
             "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
