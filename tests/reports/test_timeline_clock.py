@@ -1,0 +1,185 @@
+"""The HTML timeline on one time axis: every rank's lanes and the critical-path lane on the corrected common clock
+(the analysis' clock offsets applied, as the merged trace of `tracekit annotate DIR` has them).
+
+Checked on a hand-built 2-rank table whose rank 1 clock runs a known offset ahead and whose traces have different
+base times (every position on the page is known by construction), and on a real 2-process gloo run with
+`report --critical-path`: every critical-path segment in the page's embedded data lies, to the ns, inside an event of
+the op it names in that rank's trace file (read with json, moved by its base time and the offset that `analyze
+--format json` reports), and inside the drawn lane of its rank; the page renders in headless chromium without
+console errors and says which clock it shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.unit.analyzers.test_critical_path import HOST, _coll, _stream_sync, op, rt
+from tests.helpers.tables import ev, table
+from tracekit.analyzers import analyze
+from tracekit.cli import cli
+from tracekit.errors import ConfigError
+from tracekit.formats.documents import read_timeline
+from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
+from tracekit.reports.html_critical import data as critical_data
+from tracekit.reports.timeline_drawing import prepare
+
+OPTS = ["--no-cache", "--executor", "serial"]
+B0 = 1_764_590_000_123_456_789  # rank 0's baseTimeNanoseconds (epoch scale: µs floats of it are 0.25 µs apart)
+B1 = B0 + 4_000_000_017  # rank 1's trace starts its time base 4 s later
+THETA = 3_000_011  # rank 1's clock reads 3.000011 ms ahead of rank 0's
+
+
+def _two_ranks() -> TraceSet:
+    """test_critical_path.two_ranks (its path known by construction), rank 0 at B0 + t and rank 1 at B0 + t + THETA:
+    the collectives end together in true time, so the median of matched end differences is exactly THETA."""
+    r0 = [ev("STEP", 0, 1500, 0, name="ProfilerStep#0", **HOST),
+          rt("cudaLaunchKernel", 100, 10, 1), _coll(115, 485, 0, 1), *_stream_sync(120, 490, 2),
+          op("aten::H0", 610, 390),
+          rt("cudaLaunchKernel", 1000, 10, 3), _coll(1015, 285, 1, 3), *_stream_sync(1020, 290, 4)]
+    r1 = [ev("STEP", 0, 1800, 0, name="ProfilerStep#0", **HOST), op("aten::H1", 0, 400),
+          rt("cudaLaunchKernel", 400, 10, 1), _coll(420, 180, 0, 1), *_stream_sync(410, 195, 2),
+          rt("cudaLaunchKernel", 610, 10, 3), _coll(625, 675, 1, 3), *_stream_sync(620, 685, 4),
+          op("aten::H2", 1305, 495)]
+    moved = {0: [{**e, "ts_ns": e["ts_ns"] + B0} for e in r0], 1: [{**e, "ts_ns": e["ts_ns"] + B0 + THETA} for e in r1]}
+    infos = {r: RankInfo(rank=r, world_size=2, device_type="cuda", base_time_ns=b) for r, b in ((0, B0), (1, B1))}
+    return TraceSet({r: table(rows) for r, rows in moved.items()}, infos, RunMetadata(world_size=2))
+
+
+def _page_data(summary, timeline):
+    tl = prepare(summary, timeline)
+    return tl, critical_data(summary, tl.to_dict(), 20_000, tl.path)["critical"]
+
+
+def test_hand_built_two_ranks_with_a_known_offset(tmp_path):
+    result = analyze(_two_ranks(), critical_path=True)
+    summary, doc = result.to_dict(), result.timeline()
+    assert doc["schema"] == "tracekit.timeline/1.1" and doc["clock"] == {"reference_rank": 0, "base_ns": B0}
+    assert [(r["rank"], r["base_ns"], r["offset_ns"], r["shift_ns"]) for r in doc["ranks"]] == [
+        (0, B0, 0, 0), (1, B1, THETA, B1 - THETA - B0)]
+    assert {o["rank"]: o["offset_us"] for o in summary["clock_offsets"]} == {0: 0.0, 1: THETA / 1e3}
+    path = tmp_path / "tl.json"
+    path.write_text(json.dumps(doc))
+    assert read_timeline(path) == doc  # the document reads back whole
+
+    tl, lane = _page_data(summary, read_timeline(path))
+    assert tl.clock == {"common": True, "reference_rank": 0, "origin_us": 0.0, "offsets_ns": {"0": 0, "1": THETA}}
+    assert "rank 0's clock" in tl.to_dict()["clock_text"]
+    by_rank = {r["rank"]: r["intervals"] for r in tl.ranks}
+    # the all-reduces as each rank ran them, in true µs from the step's start (no compute: all exposed)
+    assert by_rank[0]["exposed"] == [[0.115, 0.6], [1.015, 1.3]]
+    assert by_rank[1]["exposed"] == [[0.42, 0.6], [0.625, 1.3]]
+    assert lane["clock"] == "common" and lane["step"] == 0
+    bars = {(b[3], b[5]): (b[0], b[1]) for b in lane["segments"]}
+    assert bars[(1, "aten::H1")] == (0.0, 0.4) and bars[(0, "aten::H0")] == (0.61, 0.39)
+    assert bars[(0, "ncclDevKernel_AllReduce [tp]")] == (0.42, 0.18)
+    assert bars[(1, "ncclDevKernel_AllReduce [tp]")] == (1.015, 0.285)
+    assert sum(b[1] for b in lane["segments"]) == pytest.approx(1.8)
+
+    # a 1.0 document (no clock) still reads and draws as before: each rank from its own window start
+    old = {"schema": "tracekit.timeline/1", "ranks": [{k: v for k, v in r.items() if not k.endswith("_ns")}
+                                                       for r in doc["ranks"]]}
+    path.write_text(json.dumps(old))
+    tl, lane = _page_data(summary, read_timeline(path))
+    assert tl.clock == {"common": False} and lane["clock"] == "reference" and "approximately" in clock_text_of(tl)
+    assert {r["rank"]: r["intervals"]["exposed"][0] for r in tl.ranks} == {0: [0.115, 0.6], 1: [0.42, 0.6]}
+
+
+def clock_text_of(tl) -> str:
+    return tl.to_dict()["clock_text"]
+
+
+def test_a_clock_without_shifts_is_refused():
+    doc = {"schema": "tracekit.timeline/1.1", "clock": {"reference_rank": 0, "base_ns": 0},
+           "ranks": [{"rank": 0, "step": 0, "window_us": [0.0, 1.0], "intervals": []}]}
+    with pytest.raises(ConfigError, match="rank 0: no shift_ns"):
+        prepare({}, doc)
+
+
+# -- a real 2-process gloo run -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gloo_dir(tmp_path_factory) -> Path:
+    import torch.multiprocessing as mp
+
+    from tests.helpers.net import free_port
+    from tests.integration.test_critical_path_gloo import _worker
+
+    out = tmp_path_factory.mktemp("cp-clock")
+    mp.start_processes(_worker, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
+    return out
+
+
+def _embedded(page_html: str) -> dict:
+    """The page's embedded data, read from the HTML (json_for_script escapes <, > and & as JSON escapes)."""
+    m = re.search(r'<script[^>]*id="tracekit-data"[^>]*>(.*?)</script>', page_html, re.S)
+    assert m, "no embedded data"
+    return json.loads(m.group(1))
+
+
+def _spans(run: Path, offsets: dict[int, int], origin_ns: int) -> dict[tuple[int, str], list[tuple[int, int]]]:
+    """(rank, name) -> [start, end) in integer ns from the page's origin on the common clock, from the trace files
+    read with json: ts (µs of the file's time base) + baseTimeNanoseconds - the rank's offset - rank 0's base."""
+    docs = {}
+    for p in sorted(run.glob("*.json")):
+        d = json.loads(p.read_text())
+        docs[d["distributedInfo"]["rank"]] = d
+    ref_base = docs[min(docs)].get("baseTimeNanoseconds", 0)
+    out: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for r, d in docs.items():
+        shift = d.get("baseTimeNanoseconds", 0) - offsets[r] - ref_base - origin_ns
+        for e in d["traceEvents"]:
+            if e.get("ph") == "X" and "dur" in e:
+                s = round(float(e["ts"]) * 1e3) + shift
+                out.setdefault((r, e["name"]), []).append((s, s + round(float(e["dur"]) * 1e3)))
+    return out
+
+
+@pytest.mark.slow
+def test_gloo_path_segments_lie_on_the_ops_they_name(browser, tmp_path, gloo_dir):
+    res = CliRunner().invoke(cli, ["analyze", str(gloo_dir), *OPTS, "--critical-path", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    offsets = {o["rank"]: round(o["offset_us"] * 1e3) for o in json.loads(res.output)["clock_offsets"]}
+    assert set(offsets) == {0, 1} and offsets[1] != 0
+    out = tmp_path / "cp.html"
+    res = CliRunner().invoke(cli, ["report", str(gloo_dir), *OPTS, "--critical-path", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    data = _embedded(out.read_text(encoding="utf-8"))
+    clock = data["timeline"]["clock"]
+    assert clock["common"] is True and {int(k): v for k, v in clock["offsets_ns"].items()} == offsets
+    lane = data["critical"]
+    assert lane["clock"] == "common" and lane["shown"] == lane["total"] > 10
+
+    spans = _spans(gloo_dir, offsets, round(clock["origin_us"] * 1e3))
+    drawn = {r["rank"]: r["intervals"] for r in data["timeline"]["ranks"]}
+    checked = on_lane = 0
+    for start, dur, kind, rank, _lane, name in lane["segments"]:
+        s, e = round(start * 1e3), round((start + dur) * 1e3)
+        op_name = re.sub(r" \[[^]]*\]$", "", name)
+        cands = spans.get((rank, op_name))
+        if rank is None or not cands or name.startswith("("):
+            continue
+        checked += 1
+        assert any(a <= s and e <= b for a, b in cands), (rank, name, s, e, sorted(cands, key=lambda c: abs(c[0] - s))[:2])
+        if kind == "comm_transfer":  # the transfer is communication the rank's comm lane draws
+            pieces = drawn[rank]["hidden"] + drawn[rank]["exposed"]
+            inside = [(round(a * 1e3), round(b * 1e3)) for a, b in pieces if round(a * 1e3) <= s and e <= round(b * 1e3)]
+            on_lane += 1
+            assert inside, (rank, name, s, e)
+    assert checked >= 5 and on_lane >= 1
+    assert {r for _, _, _, r, _, n in lane["segments"] if r is not None and not n.startswith("(")} == {0, 1}
+
+    page = browser.load(out)
+    try:
+        assert page.errors() == []
+        assert int(page.eval("document.body.dataset.criticalRendered")) >= 1
+        text = page.eval("document.getElementById('timeline-clock').innerText")
+        assert "rank 0's clock" in text and "clock offset" in text
+        assert "offsets applied" in page.eval("document.getElementById('chart-timeline').layout.xaxis.title.text")
+    finally:
+        page.close()
+    assert os.path.getsize(out) > 0
