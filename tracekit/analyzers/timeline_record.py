@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -160,7 +161,8 @@ def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...], offsets: Se
         base = int(traces.info(r).base_time_ns)
         d.update(base_ns=base, offset_ns=off.get(r, 0), shift_ns=base - off.get(r, 0) - ref_base)
         out.append(d)
-    doc = {"schema": TIMELINE_WRITTEN, "clock": {"reference_rank": int(ref), "base_ns": int(ref_base)}, "ranks": out}
+    clock = {"reference_rank": int(ref), "base_ns": int(ref_base)}
+    doc: dict[str, Any] = {"schema": TIMELINE_WRITTEN, "clock": clock, "ranks": out}
     steps = {d["step"] for d in out}
     if critical is not None and critical.steps:
         step = out[0]["step"] if out else None
