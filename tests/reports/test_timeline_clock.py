@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers.report_page import ARTIFACTS
 from tests.helpers.tables import ev, table
 from tests.unit.analyzers.test_critical_path import HOST, _coll, _stream_sync, op, rt
 from tracekit.analyzers import analyze
@@ -93,11 +94,18 @@ def clock_text_of(tl) -> str:
     return tl.to_dict()["clock_text"]
 
 
-def test_a_clock_without_shifts_is_refused():
+def test_a_clock_without_shifts_is_refused(tmp_path):
     doc = {"schema": "tracekit.timeline/1.1", "clock": {"reference_rank": 0, "base_ns": 0},
            "ranks": [{"rank": 0, "step": 0, "window_us": [0.0, 1.0], "intervals": []}]}
     with pytest.raises(ConfigError, match="rank 0: no shift_ns"):
         prepare({}, doc)
+    path = tmp_path / "tl.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r"tl\.json: rank 0: no shift_ns.*--timeline-out"):
+        read_timeline(path)
+    path.write_text(json.dumps({**doc, "schema": "tracekit.timeline/2"}))
+    with pytest.raises(ConfigError, match="timeline/2"):
+        read_timeline(path)
 
 
 # -- a real 2-process gloo run -----------------------------------------------------------------------------------
@@ -232,5 +240,7 @@ def test_gloo_path_segments_lie_on_the_ops_they_name(browser, tmp_path, gloo_dir
         text = page.eval("document.getElementById('timeline-clock').innerText")
         assert "rank 0's clock" in text and "clock offset" in text
         assert "offsets applied" in page.eval("document.getElementById('chart-timeline').layout.xaxis.title.text")
+        page.eval("document.getElementById('timeline').scrollIntoView()")
+        page.screenshot(ARTIFACTS / "report-critical-clock.png")
     finally:
         page.close()

@@ -128,6 +128,9 @@ def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
     if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
         raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
     for r in doc.ranks:
+        if doc.clock is not UNSET and r.shift_ns is UNSET:
+            raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
+                              f"{fix}")
         for iv in r.intervals:
             if not iv[1] >= iv[0]:
                 raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
