@@ -209,7 +209,7 @@ class Analysis(AnalysisFrames):
         of ``to_dict()``: it grows with the number of kernels of a step."""
         from .timeline_record import build_timeline
 
-        return build_timeline(self.traces, self.comm.ranks)
+        return build_timeline(self.traces, self.comm.ranks, self.comm.cross.offsets, self.critical)
 
     def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
         """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,

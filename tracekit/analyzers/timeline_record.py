@@ -2,6 +2,14 @@
 representative step per rank (the HTML report's timeline), and a rank's hidden/exposed pieces over all steps
 (``tracekit annotate``'s tracks). See docs/report-inputs.md.
 
+The record (``tracekit.timeline/1.1``) also says how to put every rank on one axis, the corrected common clock the
+analysis uses (the merged trace of ``tracekit annotate DIR`` is on the same one): ``clock`` names the reference
+rank and its ``baseTimeNanoseconds``; each rank carries its own ``base_ns``, its clock ``offset_ns`` (integer ns,
+as the dependency graph and the merged trace round it) and ``shift_ns`` = base − offset − the reference's base,
+so a rank's µs plus ``shift_ns`` / 1000 is µs on the common clock. Given the critical path, the record carries
+the path of its step with segment starts already on that clock (exact: the summary's absolute µs are floats of
+epoch scale, a quarter µs apart), so the report draws a segment exactly over the op it names.
+
 Only the interval functions of ``intervals.py`` are used: K and C are built as in ``overlap.py``
 (``compute_union``; C = union of COMM), hidden = C ∩ K, exposed = C \\ K, clipped to a window by intersecting
 with it. Times leave this module in µs in the rank's own trace time base (the loader's absolute ns minus
@@ -12,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +32,7 @@ from .overlap import RankOverlap, compute_union
 from .steps import StepPlan, plan_steps
 
 CATEGORIES = ("compute", "hidden", "exposed")
+TIMELINE_WRITTEN = TIMELINE_SCHEMA + ".1"  # the minor revision written: adds clock, base/offset/shift, critical_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +141,40 @@ def representative_steps(ranks: tuple[RankOverlap, ...]) -> dict[int, int]:
     return out
 
 
-def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...]) -> dict:
-    """The ``tracekit.timeline/1`` record for the report."""
+def int_offsets(offsets: Sequence | None) -> dict[int, int]:
+    """rank -> clock offset in integer ns, rounded as tracekit.analyzers.graph and ``annotate DIR`` round it."""
+    return {int(o.rank): int(round(o.offset_ns)) for o in offsets or ()}
+
+
+def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...], offsets: Sequence | None = None,
+                   critical=None) -> dict:
+    """The ``tracekit.timeline/1.1`` record for the report. ``offsets``: the analysis' clock offsets
+    (clocks.ClockOffset); ``critical``: its critical_path.CriticalPaths, or None."""
     picks = representative_steps(ranks)
     plans = {r.rank: r.plan for r in ranks}
-    out = [step_timeline(traces.table(r), traces.info(r), s, plans.get(r)).to_dict() for r, s in sorted(picks.items())]
-    return {"schema": TIMELINE_SCHEMA, "ranks": out}
+    off = int_offsets(offsets)
+    ref = traces.ranks[0] if traces.ranks else 0
+    ref_base = (traces.info(ref).base_time_ns - off.get(ref, 0)) if traces.ranks else 0
+    out = []
+    for r, s in sorted(picks.items()):
+        d = step_timeline(traces.table(r), traces.info(r), s, plans.get(r)).to_dict()
+        base = int(traces.info(r).base_time_ns)
+        d.update(base_ns=base, offset_ns=off.get(r, 0), shift_ns=base - off.get(r, 0) - ref_base)
+        out.append(d)
+    clock = {"reference_rank": int(ref), "base_ns": int(ref_base)}
+    doc: dict[str, Any] = {"schema": TIMELINE_WRITTEN, "clock": clock, "ranks": out}
+    steps = {d["step"] for d in out}
+    if critical is not None and critical.steps:
+        step = out[0]["step"] if out else None
+        path = next((p for p in critical.steps if p.step == step), critical.steps[0])
+        doc["critical_path"] = {"step": int(path.step), "segments": [path_segment(g, ref_base) for g in path.segments]}
+        if len(steps) > 1:
+            doc["critical_path"]["note"] = "the ranks' representative steps differ; the path is of the first rank's"
+    return doc
+
+
+def path_segment(seg, base_ns: int) -> dict:
+    """A critical-path segment as the summary writes it, its start in µs on the common clock (from ``base_ns``)."""
+    d = seg.to_dict()
+    d["start_us"] = us(seg.start_ns - base_ns)
+    return d

@@ -69,15 +69,49 @@ Interval = tuple[Num, Num, Literal["compute", "hidden", "exposed"]]
 
 
 class TimelineRank(_Doc, kw_only=True):
+    """One rank's pieces, in µs of its own trace time base. Since 1.1: its ``baseTimeNanoseconds`` (``base_ns``),
+    clock offset (``offset_ns``) and ``shift_ns`` (base − offset − the reference's base: own µs + shift_ns / 1000
+    is µs on the common clock); a 1.0 document has none and is drawn per rank from its own window start."""
+
     rank: Rank
     step: Int | None | UnsetType = UNSET
     window_us: Annotated[list[Num], msgspec.Meta(max_length=2)] | UnsetType = UNSET
     intervals: list[Interval] = []
+    base_ns: Int | UnsetType = UNSET
+    offset_ns: Int | UnsetType = UNSET
+    shift_ns: Int | UnsetType = UNSET
+
+
+class TimelineClock(_Doc, kw_only=True):
+    """The common clock (1.1): the reference rank's, in µs from its ``baseTimeNanoseconds`` (``base_ns``)."""
+
+    reference_rank: Rank
+    base_ns: Int
+
+
+class TimelineSegment(_Doc, kw_only=True):
+    """A critical-path segment as the summary writes it, ``start_us`` on the common clock (1.1)."""
+
+    rank: Rank | None = None
+    lane: str = ""
+    name: str = ""
+    start_us: Num
+    dur_us: Annotated[float, msgspec.Meta(ge=0, le=1e18)] | Annotated[int, msgspec.Meta(ge=0, le=2**62)]
+    kind: str
+    dimension: str | UnsetType = UNSET
+
+
+class TimelinePath(_Doc, kw_only=True):
+    step: Int | None = None
+    segments: list[TimelineSegment] = []
+    note: str | UnsetType = UNSET
 
 
 class TimelineDoc(_Doc, kw_only=True):
     schema: str
     ranks: list[TimelineRank] = []
+    clock: TimelineClock | UnsetType = UNSET
+    critical_path: TimelinePath | UnsetType = UNSET
 
 
 def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
@@ -94,6 +128,9 @@ def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
     if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
         raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
     for r in doc.ranks:
+        if doc.clock is not UNSET and r.shift_ns is UNSET:
+            raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
+                              f"{fix}")
         for iv in r.intervals:
             if not iv[1] >= iv[0]:
                 raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "

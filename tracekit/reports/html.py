@@ -69,7 +69,7 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
     data: dict[str, Any] = {"dims": charts.by_dimension(summary), "heatmap": charts.heatmap(summary),
             "top": charts.top_collectives(summary, TOP_COLLECTIVES), "stragglers": charts.stragglers(summary),
             "memory": charts.memory(summary), "timeline": tl.to_dict()}
-    data.update(html_critical.data(summary, data["timeline"], max_events))
+    data.update(html_critical.data(summary, data["timeline"], max_events, tl.path))
     notes += [n for n in [html_critical.downsample_note(data["critical"])] if n]
     steps = sorted({r["step"] for r in tl.ranks if r.get("step") is not None})
     data["timeline"]["reading"] = (

@@ -57,10 +57,11 @@ def context(summary: Mapping) -> dict:
         "n_steps": whatif.get("steps")}}
 
 
-def data(summary: Mapping, timeline: Mapping, max_events: int) -> dict:
-    """The JSON blob's ``critical``: the lane of the timeline's step, or None."""
+def data(summary: Mapping, timeline: Mapping, max_events: int, path: Mapping | None = None) -> dict:
+    """The JSON blob's ``critical``: the lane of the timeline's step, or None. ``path``: the timeline document's
+    critical path on the common clock (``Timeline.path``), which puts the lane on the rank lanes' axis."""
     steps = [r.get("step") for r in timeline.get("ranks") or [] if r.get("step") is not None]
-    return {"critical": critical_lane(summary, steps[0] if steps else None, max_events)}
+    return {"critical": critical_lane(summary, steps[0] if steps else None, max_events, path)}
 
 
 def downsample_note(lane: Mapping | None) -> str | None:

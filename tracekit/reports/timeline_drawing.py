@@ -8,7 +8,14 @@ found at ``summary["timeline"]``::
      "ranks": [{"rank": 0, "step": 3, "window_us": [t0, t1],
                 "intervals": [[start_us, end_us, "compute" | "hidden" | "exposed"], ...]}]}
 
-Times are µs in the rank's own trace time base; the page draws them relative to ``window_us[0]``.
+Times are µs in the rank's own trace time base. Since ``tracekit.timeline/1.1`` the document also carries
+``clock`` ({"reference_rank", "base_ns"}), per rank ``base_ns``, ``offset_ns`` and ``shift_ns`` (own µs +
+shift_ns / 1000 = µs on the corrected common clock, the analysis' and ``annotate DIR``'s merged trace's), and
+``critical_path`` ({"step", "segments"}: the summary's segments of that step, ``start_us`` on the common clock).
+Such a document is drawn on the common clock, every rank and the critical path from one origin (the earliest
+window start over ranks), so a path segment sits exactly over the op it names. A 1.0 document (no clock) is
+drawn as before: each rank from its own ``window_us[0]``, the path on the reference clock from its first segment,
+only approximately lined up across ranks; ``Timeline.clock`` says which the page shows.
 "compute" intervals are the union K of compute kernels; "hidden" = C ∩ K and "exposed" = C \\ K pieces of the
 communication union C, so hidden and exposed never overlap each other.
 """
@@ -23,6 +30,7 @@ import numpy as np
 from ..analyzers.timeline_record import CATEGORIES, median_step
 from ..errors import ConfigError
 from ..formats.contract import TIMELINE_SCHEMA
+from ..formats.core import family_major, schema_accepted
 
 DEFAULT_MAX_EVENTS = 20_000
 
@@ -34,6 +42,10 @@ class Timeline:
     shown: int
     total: int
     merge_gap_us: float  # 0.0 when nothing was merged
+    # {"common": True, "reference_rank", "origin_us" (on the common clock), "offsets_ns": {rank: ns}} or
+    # {"common": False}: what the x axis is (the page says it)
+    clock: dict
+    path: dict | None = None  # the document's critical_path (1.1), start_us already from the origin
 
     @property
     def downsampled(self) -> bool:
@@ -41,13 +53,29 @@ class Timeline:
 
     def to_dict(self) -> dict:
         return {"ranks": list(self.ranks), "source": self.source, "shown": self.shown, "total": self.total,
-                "merge_gap_us": self.merge_gap_us}
+                "merge_gap_us": self.merge_gap_us, "clock": self.clock, "clock_text": clock_text(self.clock)}
+
+
+def clock_text(clock: Mapping) -> str:
+    """The page's line on which clock the timeline's x axis is."""
+    if clock.get("common"):
+        return (f"Time axis: µs from the step's earliest start over ranks on rank {clock['reference_rank']}'s clock; "
+                "every other rank moved onto it by its estimated clock offset (the clock offsets table), as in the "
+                "merged trace of `tracekit annotate DIR`. The critical path lane is on the same axis.")
+    return ("Time axis: each rank's lanes in µs from its own step start, on its own clock (this timeline carries no "
+            "clock offsets); the critical path lane is on the reference rank's clock from the path's start, so "
+            "across ranks it lines up only approximately.")
 
 
 def _check(tl: Mapping) -> None:
-    if tl.get("schema") != TIMELINE_SCHEMA:
-        raise ConfigError(f"timeline: schema {tl.get('schema')!r} is not {TIMELINE_SCHEMA!r}; "
+    if not schema_accepted(tl.get("schema"), *family_major(TIMELINE_SCHEMA)):
+        raise ConfigError(f"timeline: schema {tl.get('schema')!r} is not {TIMELINE_SCHEMA!r} (or a minor revision); "
                           "pass the analyzer's timeline output unchanged")
+    if tl.get("clock") is not None:
+        for r in tl.get("ranks", []):
+            if not isinstance(r.get("shift_ns"), int):
+                raise ConfigError(f"timeline: rank {r.get('rank')}: no shift_ns though the document has a clock; "
+                                  "pass the analyzer's timeline output unchanged")
     for r in tl.get("ranks", []):
         for iv in r.get("intervals", []):
             if iv[2] not in CATEGORIES or not iv[1] >= iv[0]:
@@ -76,6 +104,10 @@ def from_collectives(summary: Mapping) -> dict:
         t1 = max((iv[1] for iv in ivs), default=0.0)
         out.append({"rank": r["rank"], "step": step, "window_us": [t0, t1], "intervals": ivs})
     return {"schema": TIMELINE_SCHEMA, "ranks": out}
+
+
+def _ns(us_value: float) -> int:
+    return int(round(float(us_value) * 1e3))
 
 
 def merge_gap(series: list[np.ndarray], max_events: int) -> float | None:
@@ -119,36 +151,68 @@ def prepare(summary: Mapping, timeline: Mapping | None, max_events: int = DEFAUL
     series = [a for _, cats in per_rank for a in cats.values()]
     total = sum(len(a) for a in series)
     gap = merge_gap(series, max_events)
+    common = tl.get("clock") is not None
+    origin_ns = _origin_ns(tl) if common else 0
     ranks, shown = [], 0
     for r, cats in per_rank:
-        t0 = float(r.get("window_us", [0.0])[0])
+        # integer ns from the origin: own µs (3 decimals) + shift, exact however far apart the ranks' bases are
+        move_ns = int(r["shift_ns"]) - origin_ns if common else -_ns((r.get("window_us") or [0.0])[0])
         merged = {c: _merge(a, gap) for c, a in cats.items()}
         shown += sum(len(a) for a in merged.values())
         ranks.append({"rank": r["rank"], "step": r.get("step"), "window_us": list(r.get("window_us", [])),
-                      "intervals": {c: np.round(a - t0, 3).tolist() for c, a in merged.items()}})
-    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0))
+                      "intervals": {c: _moved(a, move_ns) for c, a in merged.items()}})
+        if common:
+            ranks[-1]["offset_ns"] = r.get("offset_ns", 0)
+    clock: dict = {"common": False}
+    path = None
+    if common:
+        c = tl["clock"]
+        clock = {"common": True, "reference_rank": c["reference_rank"], "origin_us": round(origin_ns / 1e3, 3),
+                 "offsets_ns": {str(r["rank"]): int(r.get("offset_ns", 0)) for r in tl.get("ranks", [])}}
+        cp = tl.get("critical_path")
+        if cp:
+            path = {**cp, "segments": [{**g, "start_us": (_ns(g["start_us"]) - origin_ns) / 1e3} for g in cp["segments"]]}
+    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0), clock, path)
+
+
+def _moved(a: np.ndarray, move_ns: int) -> list:
+    return ((np.round(a * 1e3).astype(np.int64) + move_ns).astype(np.float64) / 1e3).round(3).tolist()
+
+
+def _origin_ns(tl: Mapping) -> int:
+    """The common axis' origin: the earliest window start over ranks (and path segment), in ns on the common clock."""
+    starts = [_ns(r["window_us"][0]) + int(r["shift_ns"]) for r in tl.get("ranks", []) if r.get("window_us")]
+    starts += [_ns(g["start_us"]) for g in (tl.get("critical_path") or {}).get("segments") or []]
+    return min(starts, default=0)
 
 
 
 PATH_KINDS = ("compute", "comm_transfer", "comm_wait", "host", "memcpy", "idle")
 
 
-def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_MAX_EVENTS) -> dict | None:
+def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_MAX_EVENTS,
+                  path: Mapping | None = None) -> dict | None:
     """The critical path of ``step`` (the timeline's step; the first step when it has no path) as one lane of the
     timeline, from the summary's ``critical_path`` section (``report --critical-path``): bars
-    ``[start_us, dur_us, kind, rank, lane, name]`` from the step's start (its earliest window start over ranks, on
-    the reference rank's clock). Above ``max_events`` segments, consecutive segments of one kind become one bar,
-    and if that is still too many, bars of one kind closer than a gap are merged as the timeline's are
+    ``[start_us, dur_us, kind, rank, lane, name]``. With ``path`` (``Timeline.path``: the timeline document's
+    segments of its step, already from the timeline's origin on the common clock) the bars are those, on the rank
+    lanes' axis (``clock`` "common"); else from the summary's segments, from the path's start on the reference
+    rank's clock (``clock`` "reference"). Above ``max_events`` segments, consecutive segments of one kind become one
+    bar, and if that is still too many, bars of one kind closer than a gap are merged as the timeline's are
     (``merge_gap_us`` says how far); ``shown`` and ``total`` count bars and segments."""
     section = summary.get("critical_path") or {}
     steps = section.get("steps") or []
     if not steps:
         return None
+    if path is not None and path.get("segments") and any(s.get("step") == path.get("step") for s in steps):
+        step = path.get("step")
     chosen = next((s for s in steps if s.get("step") == step), steps[0])
-    t0 = min((float(s["start_us"]) for s in chosen.get("segments") or []), default=0.0)
+    common = path is not None and bool(path.get("segments")) and path.get("step") == chosen.get("step")
+    segments = (path or {}).get("segments") if common else chosen.get("segments")
+    t0 = 0.0 if common else min((float(s["start_us"]) for s in segments or []), default=0.0)
     bars = [[float(s["start_us"]) - t0, float(s["dur_us"]), s["kind"], s.get("rank"), s.get("lane", ""),
              str(s.get("name", "")) + (f" [{s['dimension']}]" if s.get("dimension") else "")]
-            for s in chosen.get("segments") or [] if float(s["dur_us"]) > 0]
+            for s in segments or [] if float(s["dur_us"]) > 0]
     total = len(bars)
     if total > max_events:
         bars = _runs(bars)
@@ -161,7 +225,7 @@ def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_
                 for k, arr in zip(PATH_KINDS, series) for a, e in _merge(arr, gap)]
     return {"step": chosen.get("step"), "verdict": chosen.get("verdict", ""), "length_us": chosen.get("length_us"),
             "segments": [[round(b[0], 3), round(b[1], 3), *b[2:]] for b in bars], "shown": len(bars), "total": total,
-            "merge_gap_us": 0.0 if gap is None else max(gap, 0.0)}
+            "merge_gap_us": 0.0 if gap is None else max(gap, 0.0), "clock": "common" if common else "reference"}
 
 
 def _runs(bars: list[list]) -> list[list]:

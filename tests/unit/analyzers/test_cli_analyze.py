@@ -21,7 +21,7 @@ def test_dim_map_renames_the_dimension_and_timeline_out(tmp_path):
     d = json.loads(res.output)
     assert {x["dimension"] for x in d["by_dimension"]} == {"dp"}
     tl = json.loads((tmp_path / "tl.json").read_text())
-    assert tl["schema"] == "tracekit.timeline/1" and [r["rank"] for r in tl["ranks"]] == [0]
+    assert tl["schema"] == "tracekit.timeline/1.1" and [r["rank"] for r in tl["ranks"]] == [0]
 
 
 def _steps(res) -> list[dict]:

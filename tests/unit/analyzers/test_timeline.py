@@ -7,7 +7,7 @@ from test_overlap import gpu_rows
 from tests.helpers.tables import ev, table
 from tracekit.analyzers import analyze
 from tracekit.analyzers.overlap import StepOverlap
-from tracekit.analyzers.timeline_record import TIMELINE_SCHEMA, representative_steps
+from tracekit.analyzers.timeline_record import TIMELINE_WRITTEN, representative_steps
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 
 BASE = 1_000_000  # baseTimeNanoseconds: the record is in the trace's own time base (absolute - base)
@@ -38,8 +38,10 @@ def as_ns(intervals, cat):
 @pytest.mark.parametrize("seed", [None, 3])
 def test_timeline_is_the_median_step_with_hand_computed_pieces(seed):
     tl = summary(gpu_rows(), seed).timeline()
-    assert tl["schema"] == TIMELINE_SCHEMA
+    assert tl["schema"] == TIMELINE_WRITTEN == "tracekit.timeline/1.1"
+    assert tl["clock"] == {"reference_rank": 0, "base_ns": BASE} and "critical_path" not in tl
     (r,) = tl["ranks"]
+    assert (r["base_ns"], r["offset_ns"], r["shift_ns"]) == (BASE, 0, 0)  # one rank: its own clock is the common one
     assert r["rank"] == 0 and r["step"] == 1  # walls 100, 100, 100: ties by step, the middle one
     assert r["window_us"] == [0.1, 0.2]
     for cat, want in zip(("compute", "hidden", "exposed"), EXPECTED[1]):

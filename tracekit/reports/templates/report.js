@@ -54,7 +54,8 @@
       hovertemplate: "%{y}: %{customdata[0]:.1f}–%{customdata[1]:.1f} µs<extra>" + c + "</extra>"};
   });
   draw("chart-timeline", tlTraces, base({barmode: "overlay", bargap: 0.15,
-    xaxis: {title: {text: "µs from step start"}}, yaxis: {type: "category", autorange: "reversed", categoryarray: lanes},
+    xaxis: {title: {text: tl.clock && tl.clock.common ? "µs from the step's earliest start, rank " +
+      tl.clock.reference_rank + "'s clock (offsets applied)" : "µs from each rank's step start"}}, yaxis: {type: "category", autorange: "reversed", categoryarray: lanes},
     height: Math.max(300, 22 * lanes.length + 100), margin: {l: 110, r: 20, t: 10, b: 50}}));
 
   var t = data.top, tlab = t.labels.map(function (l, i) { return esc(clip(l + " " + t.names[i], 80)); });
