@@ -96,7 +96,8 @@ def clean(raw: dict[str, Any], source: str = NAME) -> tuple[dict[str, Any], list
             kept[key] = value
             continue
         try:
-            kept[key] = msgspec.to_builtins(msgspec.convert(value, type_))
+            msgspec.convert(value, type_)  # checked; kept as written (defaults not filled in, ints not renamed)
+            kept[key] = value
         except msgspec.ValidationError as exc:
             warnings.append(f"{source}: field {key} = {core.short_repr(value)} is not valid ({core.one_line(exc)}); "
                             "dropped it, kept the rest of the manifest")

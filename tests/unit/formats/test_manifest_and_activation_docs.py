@@ -18,7 +18,8 @@ from tracekit.model.activation import ActivationMemoryResult, LayerActivation, S
 TRACE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz"
 GOOD = {"schema": "tracekit.run/1", "world_size": 2, "backend": "gloo",
         "layout": {"tp": 2, "cp": 1, "dp": 1, "sequence_parallel": True},
-        "process_groups": [{"name": "1", "desc": "tracekit:tp", "ranks": [0, 1], "size": 2, "dimension": "tp"}],
+        "process_groups": [{"name": "1", "desc": "tracekit:tp", "ranks": [0, 1], "size": 2, "dimension": "tp"},
+                           {"name": 2, "ranks": [0]}, {"name": "3", "desc": "", "ranks": [1], "dimension": ""}],
         "group_dimensions": {"1": "tp"}, "model": {"seq": 64}, "profiled_ranks": [0, 1],
         "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}, "workload": "tp-sp", "custom": {"x": [1]}}
 
