@@ -38,7 +38,7 @@ from .decode import (
 )
 from .executors import map_files
 from .files import check_env
-from .split import load_split
+from .split import fill, load_split
 from .stream import EventStream, NotStreamable
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -104,13 +104,7 @@ def with_group_ranks(table: EventTable, info: RankInfo) -> RankInfo:
 def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """Decode and columnarise piece by piece: memory holds the columns, not the file or all its structs."""
     stream = EventStream(path, _limits(options))
-    builder = TableBuilder(options.rules)
-    for events in stream:
-        with gc_paused():
-            if builder.needs_exact(events):
-                raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
-            builder.add(events)
-        del events
+    builder = fill(TableBuilder(options.rules), stream)
     header = stream.header if stream.header is not None else Trace()
     check_header(header, path)
     with gc_paused():

@@ -58,14 +58,20 @@ def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits]) -> tuple[
     path, span, limits = job
     t = time.process_time()
     stream = EventStream(path, limits, span=span)
-    builder = TableBuilder()
+    builder = fill(TableBuilder(), stream)
+    return builder, stream.tail, time.process_time() - t
+
+
+def fill(builder: TableBuilder, stream: EventStream) -> TableBuilder:
+    """Every piece of ``stream`` into ``builder``, each freed once its columns are kept; NotStreamable when the
+    timestamps need the exact whole-file pass (ns-resolution epoch times)."""
     for events in stream:
         with gc_paused():
             if builder.needs_exact(events):
                 raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
             builder.add(events)
         del events
-    return builder, stream.tail, time.process_time() - t
+    return builder
 
 
 def pieces_for(size: int, workers: int) -> int:

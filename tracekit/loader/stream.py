@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 
 import msgspec
 
@@ -70,21 +70,8 @@ class EventStream:
             return
         chunks = self._chunks()
         buf, head = self._head(chunks)
-        lo = 0  # the next boundary search starts here: what lies before was searched already
         with gc_paused():
-            for chunk in chunks:
-                buf += chunk
-                if len(buf) < self.piece:
-                    continue
-                events, cut = self._cut(buf, lo)
-                if events is None:
-                    if len(buf) > self.max_gap:
-                        raise NotStreamable(f"no event boundary in {len(buf)} bytes")
-                    lo = len(buf)
-                    continue
-                del buf[:cut]  # O(1) for a bytearray: CPython moves its start
-                lo = 0
-                yield events
+            yield from self._whole_events(buf, chunks)
             tail = self._tail(buf)
         del buf
         self.header = self.merge(head, tail)
@@ -95,21 +82,9 @@ class EventStream:
     def _span(self) -> Iterator[list[Event]]:
         assert self.span is not None
         start, stop, last = self.span
-        buf, lo = bytearray(), 0
+        buf = bytearray()
         with gc_paused():
-            for chunk in raw_chunks(self.path, self.limits, max(self.piece, 1 << 16), (start, stop)):
-                buf += chunk
-                if len(buf) < self.piece:
-                    continue
-                events, cut = self._cut(buf, lo)
-                if events is None:
-                    if len(buf) > self.max_gap:
-                        raise NotStreamable(f"no event boundary in {len(buf)} bytes")
-                    lo = len(buf)
-                    continue
-                del buf[:cut]
-                lo = 0
-                yield events
+            yield from self._whole_events(buf, raw_chunks(self.path, self.limits, max(self.piece, 1 << 16), (start, stop)))
             if last:
                 self.tail = self._tail(buf)
                 events, self.tail.traceEvents = self.tail.traceEvents or [], None
@@ -117,6 +92,24 @@ class EventStream:
                 events = self._rest(buf)
         del buf
         if events:
+            yield events
+
+    def _whole_events(self, buf: bytearray, chunks: Iterable[bytes]) -> Iterator[list[Event]]:
+        """Append ``chunks`` to ``buf`` and yield the whole events cut off its front once a piece's worth has
+        gathered; what follows the last boundary stays in ``buf`` (changed in place) for the caller's end."""
+        lo = 0  # the next boundary search starts here: what lies before was searched already
+        for chunk in chunks:
+            buf += chunk
+            if len(buf) < self.piece:
+                continue
+            events, cut = self._cut(buf, lo)
+            if events is None:
+                if len(buf) > self.max_gap:
+                    raise NotStreamable(f"no event boundary in {len(buf)} bytes")
+                lo = len(buf)
+                continue
+            del buf[:cut]  # O(1) for a bytearray: CPython moves its start
+            lo = 0
             yield events
 
     def _rest(self, buf: bytearray) -> list[Event]:
