@@ -22,7 +22,8 @@ def load_options(f):
     f = click.option("--executor", default=None,
                      help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
     f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
-    f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(f)
+    f = click.option("--no-cache", is_flag=True,
+                     help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(f)
     f = click.option("--comm-rules", type=click.Path(dir_okay=False), default=None,
                      help="TOML file of extra [[comm]] classification rules.")(f)
     f = click.option("--comm-pattern", multiple=True, metavar="REGEX",
