@@ -5,7 +5,9 @@ a wrapper that times it and samples the summed RSS of its whole process tree eve
 workers count); ``peak_gb`` is that sum, ``peak_max_gb`` the largest single process (getrusage). What runs:
 
 - ``tk_analyze``: ``tracekit analyze DIR --format json --no-cache`` (one file: split over every core);
-  ``tk_analyze_serial``: the same with ``--executor serial`` (one process); ``tk_analyze_cached``: warm cache.
+  ``tk_analyze_serial``: the same with ``--executor serial`` (one process); ``tk_analyze_cached``: the Parquet
+  cache warm (the traces' tables read, the analyzers run); ``tk_analyze_warm``: the analysis cache warm (the
+  summary the previous run wrote, read back: docs/analyze.md).
 - ``hta``: HTA 0.5.0 ``TraceAnalysis(trace_dir=DIR)`` + ``get_comm_comp_overlap(visualize=False)``.
 - ``tk_import`` / ``tk_help``: ``python -c "import tracekit"`` and ``tracekit --help`` (``py_start``: bare python).
 - ``split``: one load split on 2 processes, with the CPU seconds of each piece: what N cores would take.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import glob
 import json
 import os
 import platform
@@ -173,6 +176,10 @@ def bench_trace(d: str, work: str, hta: bool, timeout: float, split: bool = True
     cache = os.path.join(work, "cache")
     shutil.rmtree(cache, ignore_errors=True)
     measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out", summary), timeout)
+    runs["tk_analyze_warm"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out",
+                                                   summary), timeout)
+    for entry in glob.glob(os.path.join(cache, "analysis.*.json")):  # leave the Parquet tables only
+        os.unlink(entry)
     runs["tk_analyze_cached"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out",
                                                      summary), timeout)
     shutil.rmtree(cache, ignore_errors=True)

@@ -144,3 +144,25 @@ def test_cpu_run_says_why_and_shows_its_memory(browser, tmp_path):
         assert re.search(r"aten::(addmm|mm|relu|empty)", text)
     finally:
         page.close()
+
+
+def test_per_step_tables_keep_the_steps_that_matter_when_there_are_many(ddp_summary):
+    """12,468 steps once made a 14 MB idle table: past MAX_STEP_ROWS the table keeps the steps with the most idle
+    time (and the memory table the highest peaks), in step order, each cell still naming its own summary index."""
+    from tracekit.reports.html_breakdowns import MAX_STEP_ROWS, context
+
+    s = json.loads(json.dumps(ddp_summary))
+    rank = next(r for r in s["ranks"] if r.get("idle_breakdown", {}).get("steps"))
+    template = rank["idle_breakdown"]["steps"][0]
+    n = 3 * MAX_STEP_ROWS + 7
+    idle = [(j * 7919) % n for j in range(n)]  # a permutation of 0..n-1: the top ones are known
+    rank["idle_breakdown"]["steps"] = [dict(template, step=j, idle_us=float(idle[j])) for j in range(n)]
+    block = next(b for b in context(s)["breakdowns"]["ranks"] if b["rank"] == rank["rank"])
+    shown = [row["step"] for row in block["idle"]["steps"]]
+    assert shown == sorted(j for j in range(n) if idle[j] >= n - MAX_STEP_ROWS)
+    assert any(f"{MAX_STEP_ROWS} of {n:,} steps shown" in note for note in block["idle"]["notes"])
+    for row in block["idle"]["steps"]:
+        assert row["cells"][1].key.endswith(f"idle_breakdown.steps.{row['step']}.idle_us")
+    rank["idle_breakdown"]["steps"] = rank["idle_breakdown"]["steps"][:MAX_STEP_ROWS]
+    block = next(b for b in context(s)["breakdowns"]["ranks"] if b["rank"] == rank["rank"])
+    assert len(block["idle"]["steps"]) == MAX_STEP_ROWS and not any("steps shown" in n for n in block["idle"]["notes"])

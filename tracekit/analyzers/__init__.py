@@ -1,20 +1,32 @@
-"""Analyzers: TraceSet in, frozen results out. ``analyze()`` runs each analyzer of ANALYZERS, in order."""
+"""Analyzers: TraceSet in, frozen results out. ``analyze()`` runs each analyzer of ANALYZERS, in order.
+
+Names are imported on first use (PEP 562): a reporter that needs one helper (``names.short_name``) does not
+import every analyzer, and pandas with them."""
 
 from __future__ import annotations
 
+import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Analyzer
-from .memory_run import ActivationMemoryAnalyzer
-from .registry import ANALYZERS, analyze
-from .run import Analysis, CommAnalyzer, CommResult
+if TYPE_CHECKING:
+    from .base import Analyzer
+    from .memory_run import ActivationMemoryAnalyzer
+    from .registry import ANALYZERS, analyze
+    from .run import Analysis, CommAnalyzer, CommResult
+
+_LAZY = {"Analyzer": ".base", "ActivationMemoryAnalyzer": ".memory_run", "ANALYZERS": ".registry",
+         "analyze": ".registry", "Analysis": ".run", "CommAnalyzer": ".run", "CommResult": ".run"}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
     if name == "Summary":  # the old name of Analysis
         warnings.warn("tracekit.analyzers.Summary is now Analysis", DeprecationWarning, stacklevel=2)
-        return Analysis
+        return __getattr__("Analysis")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

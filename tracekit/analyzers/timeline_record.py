@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ..formats.contract import TIMELINE_SCHEMA
+from ..formats.contract import TIMELINE_CATEGORIES, TIMELINE_SCHEMA
 from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo, TraceSet
 from . import intervals as iv
 from .overlap import RankOverlap, compute_union
 from .steps import StepPlan, plan_steps
 
-CATEGORIES = ("compute", "hidden", "exposed")
+CATEGORIES = TIMELINE_CATEGORIES
 TIMELINE_WRITTEN = TIMELINE_SCHEMA + ".1"  # the minor revision written: adds clock, base/offset/shift, critical_path
 
 

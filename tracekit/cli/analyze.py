@@ -16,6 +16,32 @@ def _write(data: str, out: str | None) -> None:
         click.echo(data, nl=False)
 
 
+_NOT_IN_KEY = ("executor", "cache_dir", "no_cache")  # where and how, not what: the same summary either way
+
+
+def _cached_summary(paths, analysis) -> dict:
+    """The summary from the analysis cache (tracekit/formats/analysis_cache.py) when it holds one for exactly
+    these traces, options and code; else analysed, and stored for next time."""
+    from ..formats import analysis_cache
+    from .progress import progress
+
+    options = {k: v for k, v in analysis.items() if k not in _NOT_IN_KEY}
+    wanted = analysis_cache.key(paths, options, analysis.get("comm_rules"))
+    where = analysis_cache.entry_path(paths, options, analysis.get("cache_dir"))
+    summary, broken = analysis_cache.lookup(where, wanted)
+    if summary is not None:
+        return summary
+    with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
+        result = analysis_from_traces(paths, **analysis)
+    summary = result.to_dict()
+    if analysis_cache.key(paths, options, analysis.get("comm_rules")) == wanted:  # unchanged during the load
+        analysis_cache.store(where, wanted, summary)  # best effort, as the Parquet cache: unwritable is no error
+    if broken is not None:
+        summary = {**summary, "warnings": [*summary.get("warnings", []), f"ignored the analysis cache entry "
+                                           f"{where} ({broken}); analysed the traces again"]}
+    return summary
+
+
 @click.command()
 @click.argument("path", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
@@ -36,9 +62,12 @@ def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_nam
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
     from .progress import progress
 
-    with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
-        result = analysis_from_traces(path, **analysis)
-    summary = result.to_dict()
+    if not (collectives_out or timeline_out or analysis.get("no_cache")):
+        summary = _cached_summary(path, analysis)
+    else:
+        with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
+            result = analysis_from_traces(path, **analysis)
+        summary = result.to_dict()
     if collectives_out:
         from ..analyzers.summary_schema import collectives_frame
         from ..formats.summary import write_collectives_table

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..loader.classify import RuleSet, load_rules_toml
-from ..loader.io import LoadOptions
+if TYPE_CHECKING:
+    from ..loader.io import LoadOptions
 
 
 def load_options(f):
@@ -20,7 +22,8 @@ def load_options(f):
     f = click.option("--executor", default=None,
                      help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
     f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
-    f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache.")(f)
+    f = click.option("--no-cache", is_flag=True,
+                     help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(f)
     f = click.option("--comm-rules", type=click.Path(dir_okay=False), default=None,
                      help="TOML file of extra [[comm]] classification rules.")(f)
     f = click.option("--comm-pattern", multiple=True, metavar="REGEX",
@@ -30,6 +33,9 @@ def load_options(f):
 
 def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None,
                        max_string_bytes=None, **_ignored) -> LoadOptions:
+    from ..loader.classify import RuleSet, load_rules_toml
+    from ..loader.io import LoadOptions
+
     rules = load_rules_toml(comm_rules) if comm_rules else RuleSet()
     rules = rules.with_patterns(comm_pattern) if comm_pattern else rules
     limits = {k: v for k, v in (("max_bytes", max_trace_bytes), ("max_string_bytes", max_string_bytes)) if v}

@@ -11,6 +11,8 @@ SUMMARY_SCHEMA = "tracekit.summary/1"
 TIMELINE_SCHEMA = "tracekit.timeline/1"
 GATE_SCHEMA = "tracekit.gate/1"
 DIFF_SCHEMA = "tracekit.diff/1"
+# What each interval of a timeline rank is (tracekit.timeline/1 ``intervals``: [start_us, end_us, category]).
+TIMELINE_CATEGORIES: tuple[str, ...] = ("compute", "hidden", "exposed")
 
 # The figures of one (rank, step) row and of a rank's ``totals``, in the order the summary writes them.
 STEP_KEYS: tuple[str, ...] = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us",

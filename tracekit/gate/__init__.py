@@ -4,15 +4,24 @@ reporters of tracekit.reports (text, JSON, JUnit, Markdown)."""
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .budgets import Budget, parse_budget, parse_fraction
+# compare and diff are both a module and a function of it: imported now, so the name is the function, as it was
+# (a later import of the module would otherwise leave the module object under that name). Both are cheap.
 from .compare import DEFAULT_METRICS, GateOptions, MetricSpec, compare, ensure_comparable, run_gate
 from .diff import DiffResult, DiffRow, diff, explain
-from .metrics import RunMetrics, Scope
-from .result import CheckResult, GateReport
-from .source import load_summary, write_summary
-from .stats import Stat
+
+if TYPE_CHECKING:
+    from .budgets import Budget, parse_budget, parse_fraction
+    from .metrics import RunMetrics, Scope
+    from .result import CheckResult, GateReport
+    from .source import load_summary, write_summary
+    from .stats import Stat
+
+# Imported on first use (PEP 562): the reporters import gate.result for its types without the rest of the gate.
+_LAZY = {**{n: ".budgets" for n in ("Budget", "parse_budget", "parse_fraction")},
+         "RunMetrics": ".metrics", "Scope": ".metrics", "CheckResult": ".result", "GateReport": ".result",
+         "load_summary": ".source", "write_summary": ".source", "Stat": ".stats"}
 
 __all__ = [
     "Budget", "CheckResult", "DEFAULT_METRICS", "DiffResult", "DiffRow", "GateOptions", "GateReport",
@@ -28,6 +37,10 @@ _MOVED = {"Summary": ("tracekit.gate.metrics", "RunMetrics"), "to_junit": ("trac
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
     if name in _MOVED:
         module, attr = _MOVED[name]
         warnings.warn(f"tracekit.gate.{name} is now {module}.{attr}", DeprecationWarning, stacklevel=2)

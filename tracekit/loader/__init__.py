@@ -1,8 +1,28 @@
 """The loader: trace files (Kineto/Chrome-trace JSON, plain or gzip) -> TraceSet. The only package that reads
 the trace format: decode, stream, columnar building, event kinds, linking, rank info, checks, classification
-rules, the Parquet cache and the executors that load ranks in parallel."""
+rules, the Parquet cache and the executors that load ranks in parallel.
 
-from .classify import RuleSet, load_rules_toml
-from .io import LoadOptions, find_traces, load, load_file
+Names are imported on first use (PEP 562): a command that reads only a small part of the loader (the safe file
+opening, say) does not import pandas with the rest."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .classify import RuleSet, load_rules_toml
+    from .io import LoadOptions, find_traces, load, load_file
+
+_LAZY = {"RuleSet": ".classify", "load_rules_toml": ".classify",
+         **{n: ".io" for n in ("LoadOptions", "find_traces", "load", "load_file")}}
 
 __all__ = ["LoadOptions", "RuleSet", "find_traces", "load", "load_file", "load_rules_toml"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from ..formats import units
 from .view import Figure
 
 MAX_RANKS = 4  # ranks shown; the JSON summary has them all
+MAX_STEP_ROWS = 50  # rows of a per-step table (12,468 steps made a 14 MB idle table); the JSON has every step
 TOP_KERNELS = 15
 TOP_OUTLIERS = 10
 PART_LABELS = {"compute": "compute only", "communication": "communication only", "memory": "memory only",
@@ -94,10 +95,28 @@ def _idle(i: int, r: Mapping) -> dict:
     if why:
         return {"reason": why}
     whole = [fig(f"ranks.{i}.idle_breakdown.{f}", ib.get(f)) for f in IDLE_FIELDS]
-    steps = [{"step": s.get("step"), "host_bound": bool(s.get("host_bound")),
-              "cells": [fig(f"ranks.{i}.idle_breakdown.steps.{j}.{f}", s.get(f)) for f in IDLE_FIELDS]}
-             for j, s in enumerate(ib.get("steps") or [])]
-    return {"whole": whole, "host_bound": bool(ib.get("host_bound")), "steps": steps, "notes": list(ib.get("notes") or [])}
+    every = ib.get("steps") or []
+    shown, note = _most(every, "idle_us", "the most idle time")
+    steps = [{"step": every[j].get("step"), "host_bound": bool(every[j].get("host_bound")),
+              "cells": [fig(f"ranks.{i}.idle_breakdown.steps.{j}.{f}", every[j].get(f)) for f in IDLE_FIELDS]}
+             for j in shown]
+    return {"whole": whole, "host_bound": bool(ib.get("host_bound")), "steps": steps,
+            "notes": list(ib.get("notes") or []) + ([note] if note else [])}
+
+
+def _most(rows: list, key: str, what: str) -> tuple[list[int], str | None]:
+    """The indices of the rows a per-step table shows, in step order: all of them up to MAX_STEP_ROWS, else the
+    MAX_STEP_ROWS with the largest ``key`` and a note saying so."""
+    if len(rows) <= MAX_STEP_ROWS:
+        return list(range(len(rows))), None
+
+    def size(j: int) -> float:
+        v = rows[j].get(key)
+        return float(v) if isinstance(v, (int, float)) else float("-inf")
+
+    top = sorted(range(len(rows)), key=lambda j: (-size(j), j))[:MAX_STEP_ROWS]
+    return sorted(top), (f"{MAX_STEP_ROWS} of {len(rows):,} steps shown: those with {what}; the JSON summary "
+                         "(`tracekit analyze --format json`) has every step.")
 
 
 def _launches(i: int, r: Mapping) -> dict:
@@ -130,15 +149,18 @@ def _memory(i: int, r: Mapping, activation: Mapping) -> dict:
         str(d.get("peak_step")),
         fig(f"{k}.devices.{j}.unattributed_bytes", d.get("unattributed_bytes")),
         fig(f"{k}.devices.{j}.mismatched_totals", d.get("mismatched_totals"))]} for j, d in enumerate(mt["devices"])]
+    every = mt.get("steps") or []
+    shown, step_note = _most(every, "peak_allocated_bytes", "the highest peaks")
     steps = [{"cells": [str(s["step"]), s["device"], fig(f"{k}.steps.{j}.peak_allocated_bytes", s["peak_allocated_bytes"]),
                         fig(f"{k}.steps.{j}.max_reserved_bytes", s.get("max_reserved_bytes"))]}
-             for j, s in enumerate(mt.get("steps") or [])]
+             for j, s in ((j, every[j]) for j in shown)]
     allocs = [{"cells": [a["device"], a["op"], a.get("top_level_op", ""),
                          fig(f"{k}.top_allocators.{j}.live_bytes", a["live_bytes"]),
                          fig(f"{k}.top_allocators.{j}.allocations", a.get("allocations")),
                          fig(f"{k}.top_allocators.{j}.share", a.get("share"))]}
               for j, a in enumerate(mt.get("top_allocators") or [])]
-    return {"devices": devices, "steps": steps, "allocators": allocs, "notes": list(mt.get("notes") or []),
+    return {"devices": devices, "steps": steps, "allocators": allocs,
+            "notes": list(mt.get("notes") or []) + ([step_note] if step_note else []),
             "activation": _activation_beside(i, r, mt, activation)}
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyzers.timeline_record import CATEGORIES, median_step
 from ..errors import ConfigError
+from ..formats.contract import TIMELINE_CATEGORIES as CATEGORIES
 from ..formats.contract import TIMELINE_SCHEMA
 from ..formats.core import family_major, schema_accepted
 
@@ -93,6 +93,8 @@ def from_collectives(summary: Mapping) -> dict:
             walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
     if not walls:
         return {"schema": TIMELINE_SCHEMA, "ranks": []}
+    from ..analyzers.timeline_record import median_step  # numpy and pandas for the HTML report only
+
     step = median_step(walls)
     out = []
     for r in ranks:
