@@ -25,7 +25,9 @@ from tracekit.cli import cli
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 
-SHAPE = dict(layers=1, seq=64, hidden=64, heads=4, batch=2, steps=4, wait=1, warmup=1)
+# seq 128 x hidden 128: compute is most of a step (seq 64 x hidden 64 steps were ~2 ms compute in 5-20 ms, the rest
+# per-collective costs that vary run to run); two warm-up steps: the first profiled steps after start-up are slower
+SHAPE = dict(layers=1, seq=128, hidden=128, heads=4, batch=2, steps=6, wait=1, warmup=2)
 ROUNDS = 2  # delayed / undelayed pairs, interleaved
 NOISE = 0.10  # the 10 % bound is checked only where the undelayed steps themselves agree that well
 
