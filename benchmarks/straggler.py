@@ -24,6 +24,7 @@ interquartile spread of each, the identity-replay error, the parts, and the load
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -45,10 +46,21 @@ from tracekit.collectors.workloads.runner import run_batch
 from tracekit.loader.io import load
 
 SPEC = "annotation:tracekit:delay=0"
-PARTS = ("compute", "host", "transfer", "issue_lag", "wait_return")
+PARTS = ("compute", "host", "issue_call", "transfer", "issue_lag", "wait_return")
 
 
-def rank_parts(g, dur: np.ndarray) -> dict[int, dict[str, dict[int, float]]]:
+def _c10d_pieces(g, ts) -> np.ndarray:
+    """Host pieces inside a c10d op (the caller's issue call: on one pinned CPU, the worker it wakes runs inside it)."""
+    hit = np.zeros(len(g), bool)
+    for r, t in ts:
+        names = np.array([s.startswith("c10d::") for s in t.strings] + [False], bool)
+        on = np.flatnonzero((g.rank == r) & (g.row >= 0))
+        nid = t["name_id"][g.row[on]]
+        hit[on] = names[np.where(nid < 0, len(t.strings), nid)]
+    return hit
+
+
+def rank_parts(g, dur: np.ndarray, c10d: np.ndarray) -> dict[int, dict[str, dict[int, float]]]:
     """step -> part -> rank -> µs: the durations (as the replay uses them) of each rank's nodes that start in its
     step window."""
     ct = g.chain_type[g.chain]
@@ -58,7 +70,8 @@ def rank_parts(g, dur: np.ndarray) -> dict[int, dict[str, dict[int, float]]]:
     np.add.at(issue_delay, g.dst[e], g.delay[e])
     after_wait = np.zeros(len(g), bool)
     after_wait[g.dst[g.etype == GLOO_WAIT]] = True
-    sel = {"compute": (host & (g.kind == COMPUTE), dur), "host": (host & (g.kind == HOST), dur),
+    sel = {"compute": (host & (g.kind == COMPUTE) & ~c10d, dur), "host": (host & (g.kind == HOST) & ~c10d, dur),
+           "issue_call": (host & c10d, dur),
            "transfer": (worker & (g.kind == TRANSFER), dur), "issue_lag": (worker, issue_delay),
            "wait_return": (host & after_wait, dur)}
     out: dict[int, dict[str, dict[int, float]]] = {}
@@ -83,7 +96,7 @@ def analyse(run_dir: Path, delayed: bool) -> dict:
     return {"steps": [s.step for s in w.steps], "measured_us": [s.measured_ns / 1e3 for s in w.steps],
             "predicted_us": [s.predicted_ns / 1e3 for s in w.steps],
             "replay_error": w.replay_error, "notes": list(w.notes),
-            "parts": [v for _, v in sorted(rank_parts(g, dur).items())],
+            "parts": [v for _, v in sorted(rank_parts(g, dur, _c10d_pieces(g, ts)).items())],
             "path": [{k: s.by_kind_ns.get(k, 0) / 1e3 for k in KINDS} for s in paths.steps]}
 
 
@@ -150,6 +163,7 @@ def experiment_alternate(workload: str, shape: dict, reps: int, base: Path) -> d
     run_s = time.perf_counter() - t0
     load_after = os.getloadavg()
     docs = [analyse(d, True) for _, d in jobs]
+    sleep = [x for _, d in jobs for x in peer_sleep(d)]
     late = [_subset(d, odd=True) for d in docs]
     plain = [_subset(d, odd=False) for d in docs]
     predicted = [x for d in late for x in d["predicted_us"]]
@@ -163,8 +177,47 @@ def experiment_alternate(workload: str, shape: dict, reps: int, base: Path) -> d
             "ratio": statistics.median(predicted) / statistics.median(undelayed),
             "ratio_per_rep": per_rep, "undelayed_spread": spread(undelayed), "predicted_spread": spread(predicted),
             "replay_error": max(d["replay_error"] for d in docs),
+            "peer_sleep_us": sleep,
+            "peer_sleep_ratio": statistics.median([a / b for a, b in sleep if b]) if any(b for _, b in sleep) else None,
             "parts": {k: {"undelayed_us": base_parts.get(k, 0.0), "predicted_us": pred_parts.get(k, 0.0)}
                       for k in sorted(set(base_parts) | set(pred_parts))}}
+
+
+def _leaf_ops(path: Path) -> dict[int, tuple[list[dict], list[dict]]]:
+    """step -> (the leaf CPU ops of the rank's step thread, in order, c10d calls left out; its tracekit:delay)."""
+    with gzip.open(path) as fh:
+        xs = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]), e["tid"]) for e in xs
+                   if e["name"].startswith("ProfilerStep#"))
+    ops = sorted((e for e in xs if steps and e["tid"] == steps[0][3] and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    out = {}
+    for lo, hi, n, _ in steps:
+        inside = [e for e in ops if lo <= e["ts"] < hi]
+        leaves = [e for i, e in enumerate(inside) if not (i + 1 < len(inside) and inside[i + 1]["ts"] < e["ts"] + e["dur"])]
+        out[n] = ([e for e in leaves if not e["name"].startswith("c10d::")],
+                  [e for e in xs if e["name"] == "tracekit:delay" and lo <= e["ts"] < hi])
+    return out
+
+
+def peer_sleep(run_dir: Path) -> list[tuple[float, float]]:
+    """Rank 0's compute while rank 1 sleeps, against the same ops in the run's undelayed steps: per delayed step,
+    (µs of rank 0's leaf ops that ran inside rank 1's delay, median µs of those ops in the undelayed steps). A ratio
+    below 1: rank 0 computes faster while its peer sleeps (a duration the replay keeps, though the undelayed run
+    never sees it). Steps whose op count differs are left out."""
+    r0, r1 = _leaf_ops(run_dir / "rank0.trace.json.gz"), _leaf_ops(run_dir / "rank1.trace.json.gz")
+    plain = [n for n in r0 if n in r1 and not r1[n][1]]
+    out = []
+    for n, (ops, _) in r0.items():
+        if n not in r1 or not r1[n][1]:
+            continue
+        a = r1[n][1][0]["ts"]
+        b = a + r1[n][1][0]["dur"]
+        js = [j for j, e in enumerate(ops) if a <= e["ts"] and e["ts"] + e["dur"] <= b]
+        same = [sum(r0[m][0][j]["dur"] for j in js) for m in plain if len(r0[m][0]) == len(ops)]
+        if js and same:
+            out.append((float(sum(ops[j]["dur"] for j in js)), float(statistics.median(same))))
+    return out
 
 
 def _subset(doc: dict, odd: bool) -> dict:
@@ -181,6 +234,11 @@ def table(results: list[dict]) -> str:
                      f"{r['ratio']:>6.3f}  per rep {lo:.3f}-{hi:.3f}; IQR/median undelayed "
                      f"{100 * r['undelayed_spread']:.0f} %, predicted {100 * r['predicted_spread']:.0f} %; "
                      f"{len(r['undelayed_us'])} steps; load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}")
+        if r.get("peer_sleep_ratio") is not None:
+            a, b = sum(x for x, _ in r["peer_sleep_us"]), sum(y for _, y in r["peer_sleep_us"])
+            lines.append(f"{'':<8} {'r0 ops in r1 sleep':<22} {b / 1e3:>9.2f}ms {a / 1e3:>9.2f}ms "
+                         f"{r['peer_sleep_ratio']:>6.2f}  rank 0's leaf ops while rank 1 sleeps vs the same ops in "
+                         f"undelayed steps (median ratio over {len(r['peer_sleep_us'])} steps)")
         for k, v in r["parts"].items():
             u, p = v["undelayed_us"], v["predicted_us"]
             if max(u, p) >= 0.005 * med_u:
