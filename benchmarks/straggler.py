@@ -259,7 +259,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--alternate", action="store_true",
+    ap.add_argument("--alternate", action=argparse.BooleanOptionalAction, default=True,
                     help="also run each workload with the delay on every other step (TRACEKIT_DELAY_EVERY=2)")
     ap.add_argument("--out", default="benchmarks/results-straggler.json")
     ap.add_argument("--keep", help="write the runs here (default: a temporary directory, removed)")

@@ -11,7 +11,18 @@ import pandas as pd
 
 from ..model.events import EventKind
 from . import intervals as iv
-from .graph_model import AUTOGRAD_OP, BLOCKED_NS, BLOCKING_CALLS, COMPUTE, HOST, HOST_CHAIN, HOST_SYNC_CALLS, ISSUE, NEG, STREAM_WAIT
+from .graph_model import (
+    AUTOGRAD_OP,
+    BLOCKED_NS,
+    BLOCKING_CALLS,
+    COMPUTE,
+    HOST,
+    HOST_CHAIN,
+    HOST_SYNC_CALLS,
+    ISSUE,
+    NEG,
+    STREAM_WAIT,
+)
 
 
 def host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
@@ -241,8 +252,9 @@ def autograd_waits(t, ts, end, host_rows):
 
 def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type, waits=None):
     """Cut every host thread at its ops' boundaries (and at ``cuts``: first those of the synchronising
-    ``call_rows``, one each, then any others); attribute each piece to its innermost op. ``waits``: (thread, from, to) stretches in which a thread waits (its pieces there have no own duration).
-    Returns (piece ids, piece starts, piece threads), sorted by (thread, start)."""
+    ``call_rows``, one each, then any others); attribute each piece to its innermost op. ``waits``: (thread, from,
+    to) stretches in which a thread waits (its pieces there have no own duration). Returns (piece ids, piece
+    starts, piece threads), sorted by (thread, start)."""
     lanes_all = t["stream"][host_rows]
     lanes, lcode = np.unique(lanes_all, return_inverse=True)
     if not len(host_rows):
