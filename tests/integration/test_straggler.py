@@ -10,6 +10,11 @@ per step 8-11 ms vs 17-60 ms on this 2-core machine), and a replay that keeps ea
 then predicts 40 % too short; pinned, a sleeping peer frees no core for the other rank. (Pinned on a loaded host,
 a gloo worker blocked 40 ms for the late peer wakes slowly on its busy core: the delayed dp run's transfers were
 1.8 ms median vs 0.3 ms undelayed, and dp's prediction 7-51 % long; see docs/collectors.md.)
+
+What misses the 10 % on a loaded host is the host, not the replay (benchmarks/straggler.py splits every step of
+both runs into the same parts; docs/collectors.md has the figures): the identity replay is exact, but compute per
+rank differs 6-31 % between separate runs and a rank's ops run ~2x faster while its peer sleeps; the undelayed
+run's own steps spread 28-65 % at load 12-19.
 """
 
 from __future__ import annotations
