@@ -103,3 +103,15 @@ def test_removing_the_delay_predicts_the_undelayed_run(runs, workload, dim):
                     f"range over median) on this host, more than the 10 % bound can resolve; predicted {got:.0f} us, "
                     f"undelayed {want:.0f} us")
     assert abs(got - want) <= 0.10 * want, f"{workload}: predicted {got:.0f} us, undelayed {want:.0f} us ({spread})"
+
+
+def test_delay_every_other_step(monkeypatch):
+    """TRACEKIT_DELAY_EVERY=N (benchmarks/straggler.py's alternating run): only steps i with i % N == N - 1 sleep."""
+    from tracekit.collectors.workloads.delay import delays_step
+
+    monkeypatch.delenv("TRACEKIT_DELAY_EVERY", raising=False)
+    assert all(delays_step(i) for i in range(5))
+    monkeypatch.setenv("TRACEKIT_DELAY_EVERY", "2")
+    assert [i for i in range(7) if delays_step(i)] == [1, 3, 5]
+    monkeypatch.setenv("TRACEKIT_DELAY_EVERY", "3")
+    assert [i for i in range(7) if delays_step(i)] == [2, 5]
