@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -446,8 +447,10 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
         dim_of[with_dim] = np.array([p[0] for p in parts], object)[d_code]
     kinds = np.asarray(KINDS, object)[kd] if len(kd) else np.empty(0, object)
     with gc_paused():
-        out = tuple(map(Segment._make, zip(r.tolist(), ln.tolist(), nm.tolist(), (gs + g.base_ns).tolist(),
-                                           span.tolist(), kinds.tolist(), dim_of.tolist())))
+        # tuple.__new__ straight: Segment._make's classmethod call and length check were a third of this
+        out = tuple(map(tuple.__new__, repeat(Segment), zip(r.tolist(), ln.tolist(), nm.tolist(),
+                                                            (gs + g.base_ns).tolist(), span.tolist(), kinds.tolist(),
+                                                            dim_of.tolist())))
     return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings))
 
 

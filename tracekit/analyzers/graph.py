@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import EmptyWindowError
 from ..model.events import EventKind, EventTable
 from ..model.traceset import TraceSet
-from .graph_host import gloo_issues, gloo_waits, host_syncs, lookup, piece_at, pieces, stream_waits
+from .graph_host import autograd_waits, gloo_issues, gloo_waits, host_syncs, lookup, piece_at, pieces, stream_waits
 from .graph_model import (
     ARRIVE,
     BARRIER_CHAIN,
@@ -97,10 +97,13 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows)
     syncs, more_syncs = host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
     waited_gloo, idle_gloo = gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
-    cuts = np.concatenate([syncs[1], waited_gloo[1]])
-    cut_lane = np.concatenate([syncs[2], waited_gloo[2]])
+    ag_lane, ag_from, ag_cut, ag_engine, ag_first = autograd_waits(t, ts, end, host_rows)
+    cuts = np.concatenate([syncs[1], waited_gloo[1], ag_cut])
+    cut_lane = np.concatenate([syncs[2], waited_gloo[2], ag_lane])
     call_rows = np.concatenate([syncs[3], waited_gloo[3]])
-    pid, pstart, plane = pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type)
+    pid, pstart, plane = pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type,
+                                waits=(ag_lane, ag_from, ag_cut))
+    _autograd_edges(parts, pid, pstart, plane, ag_lane, ag_from, ag_cut, ag_engine, ag_first)
     # launches: runtime call (host piece at its start) -> device activity with the same correlation
     corr = t["correlation"]
     launch_rows = host_rows[kind[host_rows] == EventKind.RUNTIME]
@@ -138,6 +141,22 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
         win = _whole_trace_window(pid, pstart, plane, parts)
     comm_rows = d_rows[t_ids >= 0]
     return (comm_rows, w_ids[t_ids >= 0], t_ids[t_ids >= 0]), win
+
+
+def _autograd_edges(parts: _Parts, pid, pstart, plane, lane, gap_from, cut, engine, first) -> None:
+    """The caller's backward call -> the engine thread's first op (ISSUE), the engine's last op -> the caller's
+    piece from the cut on (SYNC), for the stretches of graph_host.autograd_waits."""
+    if not len(lane):
+        return
+    caller = piece_at(pid, pstart, plane, lane, gap_from)
+    start_op = piece_at(pid, pstart, plane, engine, first)
+    ok = (caller >= 0) & (start_op >= 0)
+    parts.add_edges(caller[ok], start_op[ok], False, 0, ISSUE)
+    last_op = piece_at(pid, pstart, plane, engine, cut - 1)
+    resume = piece_at(pid, pstart, plane, lane, cut)
+    ok = (last_op >= 0) & (resume >= 0)
+    ok[ok] = pstart[resume[ok] - pid[0]] == cut[ok]  # a piece starts there (not past the thread's last op)
+    parts.add_edges(last_op[ok], resume[ok], True, 0, SYNC)
 
 
 def parts_start(parts: _Parts, ids: np.ndarray) -> np.ndarray:

@@ -11,7 +11,18 @@ import pandas as pd
 
 from ..model.events import EventKind
 from . import intervals as iv
-from .graph_model import BLOCKED_NS, BLOCKING_CALLS, COMPUTE, HOST, HOST_CHAIN, HOST_SYNC_CALLS, ISSUE, NEG, STREAM_WAIT
+from .graph_model import (
+    AUTOGRAD_OP,
+    BLOCKED_NS,
+    BLOCKING_CALLS,
+    COMPUTE,
+    HOST,
+    HOST_CHAIN,
+    HOST_SYNC_CALLS,
+    ISSUE,
+    NEG,
+    STREAM_WAIT,
+)
 
 
 def host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
@@ -199,9 +210,51 @@ def _first_after(lanes, starts, q_lanes, q_times):
     return np.where(hit, order[np.minimum(pos, len(keys) - 1)], -1)
 
 
-def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type):
-    """Cut every host thread at its ops' boundaries (and at ``cuts``); attribute each piece to its innermost op.
-    Returns (piece ids, piece starts, piece threads), sorted by (thread, start)."""
+def autograd_waits(t, ts, end, host_rows):
+    """(waiting thread, gap start, resume cut, engine thread, first op start) for each stretch in which the thread
+    of the step windows has no op boundary (it sits in ``loss.backward()``, or in a bare step annotation) while the
+    autograd engine's own thread (one that runs ``autograd::engine::evaluate_function`` ops; on GPUs PyTorch runs
+    backward there) runs ops: the backward starts after the call and the caller resumes once its last op has
+    ended. Without these, the caller's wait is a host gap of fixed length and the path never leaves it (a DDP
+    step read "100 % host" on the main thread)."""
+    empty = (np.empty(0, np.int64),) * 5
+    lane, kind = t["stream"][host_rows], t["kind"][host_rows]
+    step_lanes = np.unique(lane[kind == EventKind.STEP])
+    is_engine = np.array([s.startswith(AUTOGRAD_OP) for s in t.strings] + [False], bool)
+    nid = t["name_id"][host_rows]
+    engine_op = is_engine[np.where(nid < 0, len(t.strings), nid)]
+    engine_lanes = np.setdiff1d(np.unique(lane[engine_op]), step_lanes)
+    if not len(step_lanes) or not len(engine_lanes):
+        return empty
+    out = []
+    for a in step_lanes.tolist():
+        on_a = host_rows[lane == a]
+        bounds = sorted_unique(np.concatenate([ts[on_a], end[on_a]]))
+        for b in engine_lanes.tolist():
+            on_b = lane == b
+            s_b, e_b, eng = ts[host_rows[on_b]], end[host_rows[on_b]], engine_op[on_b]
+            i = np.searchsorted(bounds, s_b, side="right") - 1  # the caller's last boundary at or before the op
+            ok = (i >= 0) & (i + 1 < len(bounds))
+            ok[ok] &= e_b[ok] <= bounds[i[ok] + 1]  # the op lies inside one of the caller's gaps
+            gaps, g = np.unique(i[ok], return_inverse=True)
+            if not len(gaps):
+                continue
+            first, last = np.full(len(gaps), np.iinfo(np.int64).max), np.zeros(len(gaps), np.int64)
+            np.minimum.at(first, g, s_b[ok])
+            np.maximum.at(last, g, e_b[ok])
+            has_engine = np.bincount(g, weights=eng[ok], minlength=len(gaps)) > 0
+            k = len(gaps[has_engine])
+            out.append((np.full(k, a), bounds[gaps][has_engine], last[has_engine], np.full(k, b), first[has_engine]))
+    if not out:
+        return empty
+    return tuple(np.concatenate(x).astype(np.int64) for x in zip(*out))
+
+
+def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type, waits=None):
+    """Cut every host thread at its ops' boundaries (and at ``cuts``: first those of the synchronising
+    ``call_rows``, one each, then any others); attribute each piece to its innermost op. ``waits``: (thread, from,
+    to) stretches in which a thread waits (its pieces there have no own duration). Returns (piece ids, piece
+    starts, piece threads), sorted by (thread, start)."""
     lanes_all = t["stream"][host_rows]
     lanes, lcode = np.unique(lanes_all, return_inverse=True)
     if not len(host_rows):
@@ -237,7 +290,9 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     kind = _piece_kind(t, inner, device_type)
     dur = p_e - p_s
     # waiting pieces: inside a host sync, before the cut
-    dur = np.where(_waiting(inner, p_s + lo, call_rows, cuts), 0, dur)
+    dur = np.where(_waiting(inner, p_s + lo, call_rows, cuts[:len(call_rows)]), 0, dur)
+    if waits is not None and len(waits[0]):
+        dur = np.where(_inside_spans(lanes[p_lane], p_s + lo, *waits), 0, dur)
     c0 = parts.add_chains(HOST_CHAIN, r, lanes)
     ids = parts.add_nodes(chain=c0 + p_lane, start=p_s + lo, dur=dur, kind=kind, rank=np.full(len(p_s), r),
                           row=inner, dimension=np.full(len(p_s), "", object))
@@ -251,6 +306,19 @@ def sorted_unique(x: np.ndarray) -> np.ndarray:
     keep = np.ones(len(s), bool)
     keep[1:] = s[1:] != s[:-1]
     return s[keep]
+
+
+def _inside_spans(p_lane, p_start, w_lane, w_lo, w_hi):
+    """Pieces that start inside one of the (thread, from, to) stretches (disjoint per thread)."""
+    out = np.zeros(len(p_start), bool)
+    for lane in np.unique(w_lane).tolist():
+        on = w_lane == lane
+        order = np.argsort(w_lo[on])
+        lo, hi = w_lo[on][order], w_hi[on][order]
+        at = np.flatnonzero(p_lane == lane)
+        pos = np.searchsorted(lo, p_start[at], side="right") - 1
+        out[at] = (pos >= 0) & (p_start[at] < hi[np.maximum(pos, 0)])
+    return out
 
 
 def _waiting(inner, p_start, call_rows, cuts):

@@ -23,6 +23,7 @@ CHAIN_GAP_KIND = (HOST, IDLE, IDLE, WAIT)
 HOST_SYNC_CALLS = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchroni[sz]e")
 # calls that block when the device is behind: a full launch queue, a copy from/to pageable memory
 BLOCKING_CALLS = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|MemcpyAsync|Memcpy|MemsetAsync)$")
+AUTOGRAD_OP = "autograd::engine::evaluate_function"  # ops the autograd engine runs (on its own thread on GPUs)
 BLOCKED_NS = 50_000  # a blocking call this long, with device work ending inside it, waited for the device
 HOST_KINDS = (EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.ANNOTATION, EventKind.RUNTIME, EventKind.STEP,
                EventKind.SYNC, EventKind.OTHER)

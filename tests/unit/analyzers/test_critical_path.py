@@ -236,3 +236,41 @@ def test_a_timestamp_decades_from_the_others_is_one_line_not_a_traceback():
         assert isinstance(exc, TracekitError) and "\n" not in str(exc), repr(exc)
     if g is not None:  # the stray event lies outside the only step: no need to order it with the rest
         assert len(g.chain)
+
+
+ENGINE = dict(stream=2, device=-1)
+
+
+def backward_on_engine_thread():
+    """As PyTorch on GPUs: the main thread (1) runs the forward (aten::F, 0-300), then waits in backward() with no op
+    of its own while the autograd engine's thread (2) runs the backward (MmBackward0 320-520, AddBackward0 520-800);
+    it resumes at 800, returns at 850 and steps the optimizer (850-950). Longest path: F, the engine's start
+    (300-320), both backward ops, the main thread from 800 on."""
+    return traceset({0: table([
+        ev("STEP", 0, 1000, 0, name="ProfilerStep#0", **HOST), op("aten::F", 0, 300),
+        ev("CPU_OP", 320, 200, 0, name="autograd::engine::evaluate_function: MmBackward0", **ENGINE),
+        ev("CPU_OP", 520, 280, 0, name="autograd::engine::evaluate_function: AddBackward0", **ENGINE),
+        op("Optimizer.step#SGD.step", 850, 100),
+    ], shuffle_seed=3)}, device_type="cuda")
+
+
+def test_the_path_runs_through_the_autograd_engine_thread():
+    (s,) = critical_paths(backward_on_engine_thread()).steps
+    assert s.length_ns == 1000 and sum(x.dur_ns for x in s.segments) == 1000
+    named = [(x.lane, x.name, x.start_ns, x.dur_ns) for x in s.segments if x.dur_ns]
+    assert named == [("thread 1", "aten::F", 0, 300), ("", "(dependency)", 300, 20),
+                     ("thread 2", "autograd::engine::evaluate_function: MmBackward0", 320, 200),
+                     ("thread 2", "autograd::engine::evaluate_function: AddBackward0", 520, 280),
+                     ("thread 1", "ProfilerStep#0", 800, 50), ("thread 1", "Optimizer.step#SGD.step", 850, 100),
+                     ("thread 1", "ProfilerStep#0", 950, 50)]
+
+
+@pytest.mark.parametrize(("spec", "predicted"), [
+    ("annotation:autograd::engine::evaluate_function: MmBackward0=0", 800),  # the caller resumes 200 ns earlier
+    ("annotation:aten::F=0.5", 850),  # the backward starts 150 ns earlier
+    ("annotation:autograd::engine::evaluate_function: AddBackward0=2", 1280),  # the caller waits 280 ns longer
+])
+def test_whatif_on_the_autograd_engine_thread(spec, predicted):
+    r = whatif(backward_on_engine_thread(), [spec])
+    assert r.replay_error == 0.0 and not r.notes
+    assert [(x.measured_ns, x.predicted_ns) for x in r.steps] == [(1000, predicted)]

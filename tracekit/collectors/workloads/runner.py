@@ -27,7 +27,7 @@ from ..manifest import MANIFEST_NAME
 from ..quiet import quiet_profiler_chatter
 from . import moe
 from .config import WorkloadConfig
-from .delay import host_delay, step_delay_ms
+from .delay import delays_step, host_delay, step_delay_ms
 from .dp import GradSync
 from .layer import Layer, Parallel, full_input, full_weights, local_positions, shard_input, shard_weights
 from .profiled import run_steps
@@ -101,7 +101,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
     def one_step(i: int) -> None:
         for p in params:
             p.grad = None
-        if delay is not None:
+        if delay is not None and delays_step(i):
             host_delay(delay)
         y = x
         for layer in layers:
