@@ -36,6 +36,7 @@ import numpy as np
 
 from ..model.events import ABSENT, DEVICE_KINDS, EventKind, EventTable
 from ..model.traceset import RankInfo
+from .arrays import unique
 
 LATE_NS = 1_000_000_000  # a device event this far past the last step is not the step's
 _HOST_WINDOW_KINDS = (EventKind.ANNOTATION, EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.STEP,
@@ -219,7 +220,7 @@ def _by_window(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: np.nda
 def _launched(table: EventTable, device: np.ndarray) -> np.ndarray:
     """Rows whose correlation id names a launch (runtime call) in the trace."""
     corr = table["correlation"]
-    rc = np.unique(corr[table.mask_kind(EventKind.RUNTIME) & (corr >= 0)])
+    rc = unique(corr[table.mask_kind(EventKind.RUNTIME) & (corr >= 0)])
     return device & np.isin(corr, rc) & (corr >= 0)
 
 
@@ -288,7 +289,7 @@ def _positions(step: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _completeness(table, info: RankInfo, windows: list[_Window], step, device, end) -> None:
     """Add the missing-device-work and truncation reasons to ``windows``."""
     ids = np.array([w.number for w in windows], np.int64)
-    dev_steps = set(np.unique(step[device & _device_kind(table)]).tolist())
+    dev_steps = set(unique(step[device & _device_kind(table)]).tolist())
     has_device = bool((device & _device_kind(table)).any())
     launches = dict(zip(*np.unique(step[_launch_calls(table)], return_counts=True)))
     for i, w in enumerate(windows):
@@ -344,7 +345,7 @@ _LAUNCH_WORDS = ("launch", "memcpy", "memset")  # cudaLaunchKernel, hipExtModule
 def _launch_calls(table: EventTable) -> np.ndarray:
     """Runtime calls that put work on the device (not cudaStreamSynchronize, cudaGetDevice, ...)."""
     rt = table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0)
-    ids = np.unique(table["name_id"][rt])
+    ids = unique(table["name_id"][rt])
     hits = [i for i in ids.tolist() if i >= 0 and any(w in table.strings[i].lower() for w in _LAUNCH_WORDS)]
     return rt & np.isin(table["name_id"], np.array(hits, np.int32))
 
@@ -358,7 +359,7 @@ def _calls_and_spans(table: EventTable, step: np.ndarray) -> tuple[dict, dict]:
     CPU trace that lost a worker thread's events has fewer spans than calls. Kineto writes each thread's
     events as one block, so a thread written after the cut is lost whole."""
     comm = table.mask_kind(EventKind.COMM)
-    workers = np.unique(table["stream"][comm])
+    workers = unique(table["stream"][comm])
     calls_m = table.mask_kind(EventKind.CPU_COMM_OP) & ~np.isin(table["stream"], workers)
     names = table.strings
     rows = np.flatnonzero(calls_m)
