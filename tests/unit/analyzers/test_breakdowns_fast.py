@@ -1,6 +1,7 @@
 """The numpy kernel groups, launch statistics and launched-row test agree exactly with their previous pandas /
-per-group implementations (tests/helpers/breakdown_oracle.py) on every trace in tests/data, and the grouped
-percentile with ``np.percentile`` group by group."""
+per-group implementations (tests/helpers/breakdown_oracle.py) on every trace in tests/data, the breakdowns that
+analyze() gives the comm analyzer's step plans with those planned afresh, and the grouped percentile with
+``np.percentile`` group by group."""
 
 import glob
 
@@ -11,12 +12,15 @@ from hypothesis import strategies as st
 
 from tests.helpers import breakdown_oracle as oracle
 from tests.helpers.data import DATA
+from tracekit.analyzers import analyze
 from tracekit.analyzers.arrays import group_bounds, group_percentiles, unique
+from tracekit.analyzers.breakdowns import BreakdownOptions, rank_breakdowns
 from tracekit.analyzers.device_scope import scope
 from tracekit.analyzers.kernel_classes import ClassRuleSet
 from tracekit.analyzers.kernels import kernel_breakdown, name_labels
 from tracekit.analyzers.launches import launch_stats
 from tracekit.analyzers.steps import _launched
+from tracekit.errors import EmptyWindowError
 from tracekit.loader.io import LoadOptions, load
 from tracekit.model.events import DEVICE_KINDS
 
@@ -27,11 +31,11 @@ TRACES = sorted(glob.glob(str(DATA / "kineto-gpu*" / "*.json.gz")))
 def traced(request):
     ts = load([request.param], options=LoadOptions(cache=False), executor="serial")
     (rank,) = ts.ranks
-    return ts.table(rank), ts.info(rank)
+    return ts.table(rank), ts.info(rank), ts
 
 
 def test_kernel_groups_match_the_pandas_version(traced):
-    table, info = traced
+    table, info, _ = traced
     sc = scope(table, None, info)
     rules = ClassRuleSet()
     new, _ = kernel_breakdown(sc, info.rank, rules)
@@ -42,7 +46,7 @@ def test_kernel_groups_match_the_pandas_version(traced):
 
 
 def test_launch_stats_match_the_pandas_version(traced):
-    table, info = traced
+    table, info, _ = traced
     sc = scope(table, None, info)
     rules = ClassRuleSet()
     new, old = launch_stats(sc, info.rank, rules), oracle.launch_frame(sc, rules)
@@ -59,9 +63,20 @@ def test_launch_stats_match_the_pandas_version(traced):
 
 
 def test_launched_rows_match(traced):
-    table, _ = traced
+    table, _, _ = traced
     device = (table["device"] >= 0) | table.mask_kind(*DEVICE_KINDS)
     assert np.array_equal(_launched(table, device), oracle.launched(table, device))
+
+
+def test_breakdowns_reuse_the_analysis_plan(traced):
+    """analyze() hands the comm analyzer's step plans to the breakdowns instead of planning the re-stepped tables
+    again: the same figures as planning them again."""
+    _, info, ts = traced
+    try:
+        a = analyze(ts)
+    except EmptyWindowError:
+        return
+    assert a.breakdowns[info.rank].to_dict() == rank_breakdowns(a.traces, info.rank, BreakdownOptions()).to_dict()
 
 
 @settings(max_examples=200, deadline=None)
