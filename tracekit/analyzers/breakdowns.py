@@ -7,8 +7,9 @@ the JSON's column names. On CPU-only runs the device breakdowns say ``{"availabl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -35,6 +36,9 @@ class BreakdownOptions:
     runtime_cutoff_ns: int = 50_000
     max_outliers: int = 20
     window: str | None = None  # as analyze(window=...): an annotation whose instances are the steps
+    # rank -> the comm analyzer's StepPlan, set by analyze(): the tables are already re-stepped with it, so the
+    # breakdowns take the analysis' windows as they are instead of planning the steps a second time
+    plans: Mapping[int, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,7 +86,8 @@ def rank_breakdowns(traces: TraceSet, rank: int, options: BreakdownOptions) -> R
     if info.device_type == "cpu":
         na = Unavailable(CPU_ONLY)
         return RankBreakdowns(rank, info.device_type, na, na, na, na)
-    sc = scope(traces.table(rank), options.steps, info, options.window)
+    plan = options.plans.get(rank) if options.plans else None
+    sc = scope(traces.table(rank), options.steps, info, options.window, plan)
     kernels, busy = kernel_breakdown(sc, rank, options.class_rules)
     idle = idle_breakdown(sc, rank, options.dependency_slack_ns, options.host_bound_share)
     launches = launch_stats(sc, rank, options.class_rules, options.delay_cutoff_ns, options.runtime_cutoff_ns,

@@ -10,11 +10,15 @@ overlap totals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..model.events import EventKind, EventTable
 from ..model.traceset import RankInfo
+
+if TYPE_CHECKING:
+    from .steps import StepPlan
 
 ACTIVITY_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)
 BUSY_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET)  # overlap.py's busy time
@@ -46,19 +50,21 @@ def step_windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def scope(table: EventTable, steps: tuple[int, ...] | None = None, info: RankInfo | None = None,
-          window: str | None = None) -> Scope:
+          window: str | None = None, plan: StepPlan | None = None) -> Scope:
     """The windows of ``steps`` (all when None) and the device activities launched in them. With ``info``, the
-    windows are the analysis' step plan (device spans, nesting and duplicate rules, ``window`` annotations)."""
-    if info is not None:
+    windows are the analysis' step plan (device spans, nesting and duplicate rules, ``window`` annotations).
+    ``plan``: the plan ``table`` was already re-stepped with (``analyze()`` passes the comm analyzer's own, so
+    the steps are not planned twice); the table is then the analysis' table as it is."""
+    if plan is None and info is not None:
         from .overlap import restep
         from .steps import plan_steps
 
         plan = plan_steps(table, info, window)
-        if len(plan):
-            table = restep(table, plan)
-            ids, ws, we = plan.ids.astype(np.int64), plan.span_start, plan.end
-            has_steps = not (len(ids) == 1 and ids[0] == -1)
-            return _scoped(table, steps, ids, ws, we, has_steps)
+        table = restep(table, plan) if len(plan) else table
+    if plan is not None and len(plan):
+        ids, ws, we = plan.ids.astype(np.int64), plan.span_start, plan.end
+        has_steps = not (len(ids) == 1 and ids[0] == -1)
+        return _scoped(table, steps, ids, ws, we, has_steps)
     ids, ws, we = step_windows(table)
     has_steps = bool(table.mask_kind(EventKind.STEP).any())
     return _scoped(table, steps, ids, ws, we, has_steps)

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.events import EventKind, EventTable
-from .device_scope import Scope, percentile
+from .arrays import group_bounds, group_percentiles
+from .device_scope import Scope
 from .kernel_classes import ClassRuleSet
 from .names import short_name
 
@@ -103,43 +104,68 @@ def kernel_breakdown(sc: Scope, rank: int, rules: ClassRuleSet) -> tuple[KernelB
     dur = sc.table["dur_ns"][rows]
     partition = busy_partition(sc, rank)
     busy = partition.busy_ns
-    full, short, cls = name_labels(sc.table, rows, rules)
-    by_name = _aggregate({"name": full, "short_name": short, "class": cls}, dur, busy)
-    by_short = _aggregate({"short_name": short, "class": cls}, dur, busy)
-    by_class = _aggregate({"class": cls}, dur, busy)
+    names, shorts, classes, inv = label_codes(sc.table, rows, rules)
+    order = np.argsort(dur)  # once: each grouping below keeps this order inside its groups
+    inv, dur = inv[order], dur[order]
+    by_name = _aggregate(("name", "short_name", "class"), list(zip(names, shorts, classes)), inv, dur, busy)
+    by_short = _aggregate(("short_name", "class"), list(zip(shorts, classes)), inv, dur, busy)
+    by_class = _aggregate(("class",), [(c,) for c in classes], inv, dur, busy)
     return KernelBreakdown(rank, busy, by_name, by_class, by_short), partition
+
+
+def label_codes(t: EventTable, rows: np.ndarray, rules: ClassRuleSet) -> tuple[list[str], list[str], list[str], np.ndarray]:
+    """(names, short names, classes) of each unique (name, kind) pair of ``rows``, and each row's pair index.
+    Names and classes are worked out once per pair, never per row."""
+    if len(rows) == 0:
+        return [], [], [], np.zeros(0, np.intp)
+    kind = t["kind"][rows].astype(np.int64)
+    width = int(kind.max()) + 1
+    pair = (np.maximum(t["name_id"][rows], -1).astype(np.int64) + 1) * width + kind
+    uniq, inv = _distinct(pair)
+    names = [t.strings[p // width - 1] if p // width >= 1 else "" for p in uniq.tolist()]
+    classes = rules.classify(names, [p % width for p in uniq.tolist()])
+    shorts = [short_name(n) for n in names]
+    return names, shorts, classes, inv
+
+
+def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for non-negative codes: by a lookup table when the codes are
+    dense enough (no sort of every row), else numpy's."""
+    top = int(codes.max())
+    if top > 4 * len(codes) + 65536:
+        return np.unique(codes, return_inverse=True)
+    present = np.zeros(top + 1, bool)
+    present[codes] = True
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[codes]
 
 
 def name_labels(t: EventTable, rows: np.ndarray, rules: ClassRuleSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(name, short name, class) of each row as object arrays; names and classes are worked out once per unique
     (name, kind) pair."""
-    if len(rows) == 0:
-        return np.empty(0, object), np.empty(0, object), np.empty(0, object)
-    pair = t["name_id"][rows].astype(np.int64) * 256 + t["kind"][rows].astype(np.int64)
-    uniq, inv = np.unique(pair, return_inverse=True)
-    names = [t.strings[int(p) // 256] if int(p) // 256 >= 0 else "" for p in uniq]
-    classes = rules.classify(names, [int(p) % 256 for p in uniq])
-    shorts = [short_name(n) for n in names]
+    names, shorts, classes, inv = label_codes(t, rows, rules)
     return (np.array(names, dtype=object)[inv], np.array(shorts, dtype=object)[inv],
             np.array(classes, dtype=object)[inv])
 
 
-def _aggregate(keys: dict[str, np.ndarray], dur: np.ndarray, busy_ns: int) -> tuple[KernelStats, ...]:
+def _aggregate(columns: tuple[str, ...], labels: list[tuple[str, ...]], inv: np.ndarray, dur: np.ndarray,
+               busy_ns: int) -> tuple[KernelStats, ...]:
+    """Stats per distinct label: ``labels`` per (name, kind) pair, ``inv`` each row's pair, ``dur`` sorted."""
     if len(dur) == 0:
         return ()
-    frame = pd.DataFrame({k: v for k, v in keys.items()})
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(frame) if len(keys) > 1 else frame.iloc[:, 0])
-    order = np.lexsort((dur, codes))
-    c, d = codes[order], dur[order]
-    bounds = np.flatnonzero(np.diff(c)) + 1
+    groups: dict[tuple[str, ...], int] = {}
+    code = np.array([groups.setdefault(lab, len(groups)) for lab in labels], np.int64)
+    code = code.astype(np.int16 if len(groups) < 2**15 else np.int64)[inv]  # 16 bits: numpy's stable sort is a radix
+    o = np.argsort(code, kind="stable")  # by group, durations still ascending inside each
+    code, d = code[o], dur[o]
+    starts, counts = group_bounds(code)
+    totals = np.add.reduceat(d, starts).tolist()
+    p50 = group_percentiles(d, starts, counts, 50).tolist()
+    p95 = group_percentiles(d, starts, counts, 95).tolist()
+    maxes = d[starts + counts - 1].tolist()
     out = []
-    for group in np.split(np.arange(len(d)), bounds):
-        g = d[group]
-        label = uniques[c[group[0]]]
-        values = label if isinstance(label, tuple) else (label,)
-        total = int(g.sum())
-        out.append(KernelStats(tuple(zip(keys, (str(v) for v in values))), len(g), total, total / len(g),
-                               percentile(g, 50), percentile(g, 95), int(g[-1]),
+    for i, label in enumerate(groups):
+        n, total = int(counts[i]), int(totals[i])
+        out.append(KernelStats(tuple(zip(columns, label)), n, total, total / n, p50[i], p95[i], int(maxes[i]),
                                total / busy_ns if busy_ns else 0.0))
     out.sort(key=lambda s: (-s.total_ns, s.key))
     return tuple(out)
@@ -176,4 +202,4 @@ def busy_partition(sc: Scope, rank: int) -> BusyPartition:
 
 
 __all__ = ["BusyPartition", "KernelBreakdown", "KernelStats", "Unavailable", "busy_partition", "kernel_breakdown",
-           "name_labels"]
+           "label_codes", "name_labels"]

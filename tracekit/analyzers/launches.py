@@ -11,6 +11,7 @@ listed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ import pandas as pd
 from ..model.events import EventKind
 from .device_scope import Scope, launch_rows, percentile
 from .kernel_classes import ClassRuleSet
-from .kernels import name_labels
+from .kernels import label_codes
 
 _LAUNCHED = (int(EventKind.KERNEL), int(EventKind.COMM), int(EventKind.MEMCPY), int(EventKind.MEMSET))
 _KERNELS = (int(EventKind.KERNEL), int(EventKind.COMM))  # launch-bound is about kernels, not copies and sets
@@ -31,42 +32,53 @@ FRAME_COLUMNS = ("name", "short_name", "class", "stream", "step", "correlation",
 class LaunchStats:
     rank: int
     activities: int  # device activities in the step range
-    frame: pd.DataFrame  # one row per activity with a launch row, FRAME_COLUMNS
+    columns: Mapping[str, np.ndarray]  # one row per activity with a launch row, FRAME_COLUMNS
     delay_cutoff_ns: int
     runtime_cutoff_ns: int
     max_outliers: int
+    bound_by_short: tuple[tuple[str, int], ...] = ()  # launch-bound rows per short name, most first (ties by name)
 
-    def _delay(self) -> np.ndarray:
-        return self.frame["delay_us"].to_numpy(float)
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The columns as a DataFrame (built on request: the summary reads the arrays)."""
+        return pd.DataFrame(dict(self.columns), columns=list(FRAME_COLUMNS))
+
+    def _outlier_rows(self) -> np.ndarray:
+        c = self.columns
+        hit = np.flatnonzero((c["delay_us"] > self.delay_cutoff_ns / 1e3) | (c["runtime_us"] > self.runtime_cutoff_ns / 1e3))
+        order = np.lexsort((-c["runtime_us"][hit], -c["delay_us"][hit]))  # both descending, ties in row order
+        return hit[order][:self.max_outliers]
 
     def outliers(self) -> pd.DataFrame:
-        f = self.frame
-        hit = (f["delay_us"] > self.delay_cutoff_ns / 1e3) | (f["runtime_us"] > self.runtime_cutoff_ns / 1e3)
-        out = f[hit].sort_values(["delay_us", "runtime_us"], ascending=False, kind="stable").head(self.max_outliers)
-        return out.reset_index(drop=True)
+        return self.frame.iloc[self._outlier_rows()].reset_index(drop=True)
 
     def to_dict(self) -> dict:
-        f, delay = self.frame, self._delay()
-        bound = f[f["launch_bound"]]
-        by_short = bound.groupby("short_name").size().sort_values(ascending=False, kind="stable").head(10)
+        c = self.columns
+        delay, n = c["delay_us"], len(c["delay_us"])
+        bound = int(c["launch_bound"].sum())
+        rows = self._outlier_rows()
+        outliers = [dict(zip(FRAME_COLUMNS, r)) for r in zip(*(c[k][rows].tolist() for k in FRAME_COLUMNS))]
+        for r in outliers:  # a nameless runtime call: the DataFrame's missing string, as the records always had
+            if r["runtime_name"] is None:
+                r["runtime_name"] = float("nan")
         return {
-            "activities": self.activities, "with_launch": len(f),
+            "activities": self.activities, "with_launch": n,
             "median_delay_us": _num(percentile(delay, 50)), "p95_delay_us": _num(percentile(delay, 95)),
-            "p99_delay_us": _num(percentile(delay, 99)), "max_delay_us": _num(delay.max() if len(delay) else np.nan),
+            "p99_delay_us": _num(percentile(delay, 99)), "max_delay_us": _num(delay.max() if n else np.nan),
             "negative_delays": int((delay < 0).sum()),
-            "median_runtime_us": _num(percentile(f["runtime_us"].to_numpy(float), 50)),
-            "p95_runtime_us": _num(percentile(f["runtime_us"].to_numpy(float), 95)),
-            "median_kernel_us": _num(percentile(f["kernel_us"].to_numpy(float), 50)),
-            "launch_bound_kernels": {"count": len(bound), "share": len(bound) / len(f) if len(f) else 0.0,
-                                     "by_short_name": [{"short_name": k, "count": int(v)} for k, v in by_short.items()]},
+            "median_runtime_us": _num(percentile(c["runtime_us"], 50)),
+            "p95_runtime_us": _num(percentile(c["runtime_us"], 95)),
+            "median_kernel_us": _num(percentile(c["kernel_us"], 50)),
+            "launch_bound_kernels": {"count": bound, "share": bound / n if n else 0.0,
+                                     "by_short_name": [{"short_name": k, "count": v} for k, v in self.bound_by_short]},
             "delay_cutoff_us": self.delay_cutoff_ns / 1e3, "runtime_cutoff_us": self.runtime_cutoff_ns / 1e3,
-            "delay_outliers": int((f["delay_us"] > self.delay_cutoff_ns / 1e3).sum()),
-            "runtime_outliers": int((f["runtime_us"] > self.runtime_cutoff_ns / 1e3).sum()),
-            "outliers": [_row(r) for r in self.outliers().to_dict("records")],
+            "delay_outliers": int((delay > self.delay_cutoff_ns / 1e3).sum()),
+            "runtime_outliers": int((c["runtime_us"] > self.runtime_cutoff_ns / 1e3).sum()),
+            "outliers": outliers,
         }
 
     def to_frame(self) -> pd.DataFrame:
-        return self.frame.copy()
+        return self.frame
 
 
 def _num(x) -> float | None:
@@ -74,29 +86,39 @@ def _num(x) -> float | None:
     return None if x != x else x
 
 
-def _row(r: dict) -> dict:
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-
-
 def launch_stats(sc: Scope, rank: int, rules: ClassRuleSet, delay_cutoff_ns: int = 100_000,
                  runtime_cutoff_ns: int = 50_000, max_outliers: int = 20) -> LaunchStats | None:
     """None when no activity of the range has a runtime launch row."""
     t = sc.table
-    rows = sc.rows[np.isin(t["kind"][sc.rows], _LAUNCHED)]
+    launched = np.isin(t["kind"][sc.rows], _LAUNCHED)
+    rows = sc.rows[launched]
     lr = launch_rows(t, rows)
     has = lr >= 0
     if not has.any():
         return None
     rows, lr = rows[has], lr[has]
-    kname, shorts, classes = name_labels(t, rows, rules)
-    names = t.decode("name_id")
+    names, shorts, classes, inv = label_codes(t, rows, rules)
+    rt_ids, rt_inv = np.unique(t["name_id"][lr], return_inverse=True)  # the runtime calls' few distinct names
+    rt_names = np.array([t.strings[i] if i >= 0 else None for i in rt_ids.tolist()], dtype=object)
     kdur, rdur = t["dur_ns"][rows], t["dur_ns"][lr]
-    frame = pd.DataFrame({
-        "name": kname, "short_name": shorts, "class": classes, "stream": t["stream"][rows],
+    columns = {
+        "name": np.array(names, dtype=object)[inv], "short_name": np.array(shorts, dtype=object)[inv],
+        "class": np.array(classes, dtype=object)[inv], "stream": t["stream"][rows],
         "step": t["step"][rows].astype(np.int64), "correlation": t["correlation"][rows],
-        "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": names[lr],
+        "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": rt_names[rt_inv],
         "runtime_us": rdur / 1e3, "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
         "launch_bound": (kdur < rdur) & np.isin(t["kind"][rows], _KERNELS),
-    }, columns=list(FRAME_COLUMNS))
-    return LaunchStats(rank, len(sc.rows[np.isin(t["kind"][sc.rows], _LAUNCHED)]), frame, delay_cutoff_ns,
-                       runtime_cutoff_ns, max_outliers)
+    }
+    return LaunchStats(rank, int(launched.sum()), columns, delay_cutoff_ns, runtime_cutoff_ns, max_outliers,
+                       _by_short(shorts, inv[columns["launch_bound"]]))
+
+
+def _by_short(shorts: list[str], pairs: np.ndarray, top: int = 10) -> tuple[tuple[str, int], ...]:
+    """The ``top`` short names with the most rows (``pairs``: each row's (name, kind) pair), ties by name: what
+    ``groupby(short_name).size()`` sorted by count (stable) gave."""
+    counts: dict[str, int] = {}
+    for i, c in enumerate(np.bincount(pairs, minlength=len(shorts)).tolist()):
+        if c:
+            counts[shorts[i]] = counts.get(shorts[i], 0) + c
+    by_name = sorted(counts.items())
+    return tuple(sorted(by_name, key=lambda kv: -kv[1])[:top])

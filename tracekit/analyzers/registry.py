@@ -31,8 +31,12 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         raise TypeError(f"analyze() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     results: dict[str, Any] = {}
     analysed = traces
+    plans: dict[int, Any] = {}
     for a in ANALYZERS:
-        results[a.name] = a.run(analysed, _options(a.Options, options))
+        opts = _options(a.Options, options)
+        if a.name == "breakdowns":  # the windows the tables were re-stepped with: not planned a second time
+            opts = replace(opts, plans=plans)
+        results[a.name] = a.run(analysed, opts)
         if a.name == "comm":  # the steps as the analysis resolved them
             plans = {r.rank: r.plan for r in results["comm"].ranks if r.plan is not None}
             analysed = traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces})

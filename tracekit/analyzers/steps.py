@@ -36,6 +36,7 @@ import numpy as np
 
 from ..model.events import ABSENT, DEVICE_KINDS, EventKind, EventTable
 from ..model.traceset import RankInfo
+from .arrays import unique
 
 LATE_NS = 1_000_000_000  # a device event this far past the last step is not the step's
 _HOST_WINDOW_KINDS = (EventKind.ANNOTATION, EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.STEP,
@@ -107,10 +108,11 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
                         "step (a corrupt timestamp or another run); they are in no step")
     if len(ids) == 1 and ids[0] == -1:  # the whole trace is one window: every kept row is in it
         step = np.full(n, -1, np.int64)
-    dev_step = np.where(keep & _device_kind(table), step, ABSENT - 1)
-    end = _span_end(table, dev_step, ids, host_end)
-    span_start = span_starts(starts, end, _first_device_start(table, dev_step, ids))
-    orphans = _count_by(step[orphan_rows & _device_kind(table)], ids)
+    device_kind = _device_kind(table)
+    pos, valid = _positions(step, ids, keep & device_kind)  # once for both per-window reductions
+    end = _span_end(table, pos, valid, host_end)
+    span_start = span_starts(starts, end, _first_device_start(table, pos, valid, len(ids)))
+    orphans = _count_by(step[orphan_rows & device_kind], ids)
     if orphans.sum():
         warnings.append(f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
                         "before the profiler started); placed by time window (HTA drops them), counted per step in "
@@ -219,7 +221,7 @@ def _by_window(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: np.nda
 def _launched(table: EventTable, device: np.ndarray) -> np.ndarray:
     """Rows whose correlation id names a launch (runtime call) in the trace."""
     corr = table["correlation"]
-    rc = np.unique(corr[table.mask_kind(EventKind.RUNTIME) & (corr >= 0)])
+    rc = unique(corr[table.mask_kind(EventKind.RUNTIME) & (corr >= 0)])
     return device & np.isin(corr, rc) & (corr >= 0)
 
 
@@ -258,37 +260,47 @@ def _count_by(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _span_end(table: EventTable, step: np.ndarray, ids: np.ndarray, host_end: np.ndarray) -> np.ndarray:
-    """Per window: the end of its last device activity (rows whose ``step`` names it), at least its host end."""
+def _span_end(table: EventTable, pos: np.ndarray, valid: np.ndarray, host_end: np.ndarray) -> np.ndarray:
+    """Per window: the end of its last device activity (the ``valid`` rows, in window ``pos``), at least its host
+    end."""
     end = host_end.copy()
-    pos, valid = _positions(step, ids)
     np.maximum.at(end, pos[valid], table.end_ns[valid])
     return end
 
 
-def _first_device_start(table: EventTable, step: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def _first_device_start(table: EventTable, pos: np.ndarray, valid: np.ndarray, windows: int) -> np.ndarray:
     """Per window: the start of its first device activity (int64 max when it has none)."""
-    first = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
-    pos, valid = _positions(step, ids)
+    first = np.full(windows, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(first, pos[valid], table["ts_ns"][valid].astype(np.int64))
     return first
 
 
-def _positions(step: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's window index, and whether its ``step`` names one of ``ids``."""
-    pos = np.searchsorted(ids, step) if np.all(np.diff(ids) > 0) else None
-    if pos is None:  # ids not sorted (cannot happen for ProfilerStep in time order, but be safe)
-        lut = {int(s): i for i, s in enumerate(ids.tolist())}
-        pos = np.array([lut.get(int(s), -1) for s in step.tolist()], np.int64)
-    pos = np.clip(pos, 0, max(len(ids) - 1, 0))
-    valid = (ids[pos] == step) if len(ids) else np.zeros(len(step), bool)
-    return pos, valid
+def _positions(step: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's window index, and whether it is one of ``rows`` and its ``step`` names one of ``ids``. Step
+    numbers are small integers: a lookup table over their range (no binary search, no clip of every row)."""
+    n = len(step)
+    if len(ids) == 0:
+        return np.zeros(n, np.int64), np.zeros(n, bool)
+    lo, hi = min(int(ids.min()), int(step.min())), max(int(ids.max()), int(step.max()))
+    ascending = bool(np.all(np.diff(ids) > 0))
+    if ascending and hi - lo <= 4 * len(ids) + 4096:
+        lut = np.full(hi - lo + 1, -1, np.int64)
+        lut[ids - lo] = np.arange(len(ids))
+        pos = lut[step - lo]
+    elif ascending:
+        pos = np.minimum(np.searchsorted(ids, step), len(ids) - 1)
+        pos = np.where(ids[pos] == step, pos, -1)
+    else:  # ids not sorted (cannot happen for ProfilerStep in time order, but be safe)
+        where = {int(s): i for i, s in enumerate(ids.tolist())}
+        pos = np.array([where.get(int(s), -1) for s in step.tolist()], np.int64)
+    valid = (pos >= 0) & rows
+    return np.where(valid, pos, 0), valid
 
 
 def _completeness(table, info: RankInfo, windows: list[_Window], step, device, end) -> None:
     """Add the missing-device-work and truncation reasons to ``windows``."""
     ids = np.array([w.number for w in windows], np.int64)
-    dev_steps = set(np.unique(step[device & _device_kind(table)]).tolist())
+    dev_steps = set(unique(step[device & _device_kind(table)]).tolist())
     has_device = bool((device & _device_kind(table)).any())
     launches = dict(zip(*np.unique(step[_launch_calls(table)], return_counts=True)))
     for i, w in enumerate(windows):
@@ -344,7 +356,7 @@ _LAUNCH_WORDS = ("launch", "memcpy", "memset")  # cudaLaunchKernel, hipExtModule
 def _launch_calls(table: EventTable) -> np.ndarray:
     """Runtime calls that put work on the device (not cudaStreamSynchronize, cudaGetDevice, ...)."""
     rt = table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0)
-    ids = np.unique(table["name_id"][rt])
+    ids = unique(table["name_id"][rt])
     hits = [i for i in ids.tolist() if i >= 0 and any(w in table.strings[i].lower() for w in _LAUNCH_WORDS)]
     return rt & np.isin(table["name_id"], np.array(hits, np.int32))
 
@@ -358,7 +370,7 @@ def _calls_and_spans(table: EventTable, step: np.ndarray) -> tuple[dict, dict]:
     CPU trace that lost a worker thread's events has fewer spans than calls. Kineto writes each thread's
     events as one block, so a thread written after the cut is lost whole."""
     comm = table.mask_kind(EventKind.COMM)
-    workers = np.unique(table["stream"][comm])
+    workers = unique(table["stream"][comm])
     calls_m = table.mask_kind(EventKind.CPU_COMM_OP) & ~np.isin(table["stream"], workers)
     names = table.strings
     rows = np.flatnonzero(calls_m)
