@@ -1,6 +1,7 @@
-"""The smaller documents ``tracekit report`` reads beside a summary: the gate's verdict (``tracekit.gate/1``, what
-``tracekit check --json`` writes) and the timeline (``tracekit.timeline/1``, what ``analyze --timeline-out``
-writes). docs/report-inputs.md describes both."""
+"""The smaller documents beside a summary: the gate's verdict (``tracekit.gate/1``, what ``tracekit check --json``
+writes and ``tracekit report --verdict`` reads), the diff (``tracekit.diff/1``, what ``tracekit diff --format json``
+writes) and the timeline (``tracekit.timeline/1``, what ``analyze --timeline-out`` writes). docs/report-inputs.md
+describes them; the gate's results are encoded from these Structs through formats.core (never a NaN token)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SummaryFormatError
 from . import core
-from .contract import GATE_SCHEMA, TIMELINE_SCHEMA
+from .contract import DIFF_SCHEMA, GATE_SCHEMA, TIMELINE_SCHEMA
 from .summary import Int, Num, Rank
 
 VERDICT_SCHEMA, TIMELINE_SCHEMA = GATE_SCHEMA, TIMELINE_SCHEMA
@@ -63,6 +64,43 @@ class VerdictDoc(_Doc, kw_only=True):
     notes: list[str] | UnsetType = UNSET
     warnings: list[str] | UnsetType = UNSET
     checks: list[CheckDoc] = []
+
+
+class DiffFigures(_Doc, kw_only=True):
+    """One side of a diff row: medians over steps (per rank, then across ranks). A key is absent where that row
+    kind does not carry it (the whole-run row has comm, hidden and exposed; a call site no count) and null where
+    the run has no value (wait and transfer of a single-rank run, a row only the other side has)."""
+
+    count: Num | None | UnsetType = UNSET
+    bytes: Num | None | UnsetType = UNSET
+    comm_us: Num | None | UnsetType = UNSET
+    hidden_comm_us: Num | None | UnsetType = UNSET
+    exposed_comm_us: Num | None | UnsetType = UNSET
+    wait_us: Num | None | UnsetType = UNSET
+    transfer_us: Num | None | UnsetType = UNSET
+
+
+class DiffRowDoc(_Doc, kw_only=True):
+    """A dimension/op, the whole run or a call site on both sides, and the split of its exposed change."""
+
+    label: str
+    a: DiffFigures
+    b: DiffFigures
+    exposed_delta_us: Num
+    more_comm_us: Num
+    less_overlap_us: Num
+    reasons: list[str] = []
+
+
+class DiffDoc(_Doc, kw_only=True):
+    """``tracekit diff A B --format json`` (tracekit.gate.diff.DiffResult)."""
+
+    schema: str
+    a: str
+    b: str
+    notes: list[str] = []
+    by_dimension: list[DiffRowDoc] = []
+    by_call_site: list[DiffRowDoc] = []
 
 
 Interval = tuple[Num, Num, Literal["compute", "hidden", "exposed"]]
@@ -120,6 +158,15 @@ def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
     if doc.schema is not UNSET and not core.schema_accepted(doc.schema, VERDICT_FAMILY, VERDICT_MAJOR):
         raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {fix}")
     return core.to_builtins(doc)
+
+
+def read_diff(path: str | os.PathLike) -> DiffDoc:
+    """A diff written by ``tracekit diff --format json``, validated (for tools and tests that read it back)."""
+    fix = "pass the file `tracekit diff A B --format json` wrote"
+    doc = core.read(path, DiffDoc, error=SummaryFormatError, fix=fix, schema=core.family_major(DIFF_SCHEMA))
+    if not core.schema_accepted(doc.schema, *core.family_major(DIFF_SCHEMA)):
+        raise SummaryFormatError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {DIFF_SCHEMA!r}; {fix}")
+    return doc
 
 
 def read_timeline(path: str | os.PathLike) -> dict[str, Any]:

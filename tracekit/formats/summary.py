@@ -278,6 +278,19 @@ def decode_summary(data: bytes, source: str = "<summary>") -> SummaryDoc:
     return _checked(doc, source)
 
 
+def summary_from_builtins(data: Any, source: str = "<summary>",
+                          error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
+    """A summary held as dicts (``Analysis.to_dict()``, a hand-built one) as the Struct a saved summary gives: it
+    goes through the one encoder and decoder, so NaN is null and a fresh analysis, a file and a test's dict are
+    validated alike and read the same."""
+    try:
+        data = core.encode(data)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise error(f"{source}: not a summary document ({core.one_line(exc)}); {FIX}") from None
+    doc = core.decode(data, SummaryDoc, source=source, error=error, fix=FIX, schema=(FAMILY, MAJOR))
+    return _checked(doc, source, error)
+
+
 def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,
                  error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
     """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
