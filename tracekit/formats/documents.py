@@ -86,9 +86,9 @@ class DiffRowDoc(_Doc, kw_only=True):
     label: str
     a: DiffFigures
     b: DiffFigures
-    exposed_delta_us: Num
-    more_comm_us: Num
-    less_overlap_us: Num
+    exposed_delta_us: Num | None  # null only where the split overflowed (absurd inputs)
+    more_comm_us: Num | None
+    less_overlap_us: Num | None
     reasons: list[str] = []
 
 

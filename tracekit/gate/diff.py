@@ -54,9 +54,10 @@ class DiffRow:
         return to_builtins(self.to_struct())
 
 
-def _finite(v: float) -> float:
-    """The split of a change between finite medians is finite; a change that overflowed is written 0, not NaN."""
-    return v if math.isfinite(v) else 0.0
+def _finite(v: float) -> float | None:
+    """Written null where the split overflowed (an exposed time far above its comm time, 1e18 over 5e-324 µs):
+    never a NaN or Infinity token, and never a made-up 0."""
+    return v if math.isfinite(v) else None
 
 
 def _figures(side: Mapping[str, float | None]) -> DiffFigures:
