@@ -152,12 +152,24 @@ class TimelineDoc(_Doc, kw_only=True):
     critical_path: TimelinePath | UnsetType = UNSET
 
 
-def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
-    fix = "pass the file `tracekit check --json FILE` wrote"
-    doc = core.read(path, VerdictDoc, error=ConfigError, fix=fix)  # the plain form has no schema
+_VERDICT_FIX = "pass the file `tracekit check --json FILE` wrote"
+
+
+def read_verdict(path: str | os.PathLike) -> VerdictDoc:
+    """The verdict in the file at ``path`` (the gate's own form, or the plain documented form without a schema)."""
+    doc = core.read(path, VerdictDoc, error=ConfigError, fix=_VERDICT_FIX)  # the plain form has no schema
+    return _checked_verdict(doc, os.fspath(path))
+
+
+def verdict_from_builtins(data: Any, source: str = "verdict") -> VerdictDoc:
+    """A verdict given as dicts (``HtmlReporter.render(verdict=...)``) as the Struct a file gives."""
+    return _checked_verdict(core.convert(data, VerdictDoc, source=source, error=ConfigError, fix=_VERDICT_FIX), source)
+
+
+def _checked_verdict(doc: VerdictDoc, source: str) -> VerdictDoc:
     if doc.schema is not UNSET and not core.schema_accepted(doc.schema, VERDICT_FAMILY, VERDICT_MAJOR):
-        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {fix}")
-    return core.to_builtins(doc)
+        raise ConfigError(f"{source}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {_VERDICT_FIX}")
+    return doc
 
 
 def read_diff(path: str | os.PathLike) -> DiffDoc:

@@ -153,10 +153,10 @@ def test_verdict_and_timeline_shapes(tmp_path):
     good = {"schema": "tracekit.gate/1", "passed": False, "checks": [
         {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
          "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="}]}
-    assert read_verdict(_write(tmp_path, good)) == good
+    assert core.to_builtins(read_verdict(_write(tmp_path, good))) == good
     plain = {"passed": True, "baseline": "b.json", "checks": [{"name": "x", "value": 1.0, "baseline": 2.0,
                                                                "budget": "x<=3", "passed": True, "message": ""}]}
-    assert read_verdict(_write(tmp_path, plain)) == plain
+    assert core.to_builtins(read_verdict(_write(tmp_path, plain))) == plain
     for bad, where in (({**good, "passed": "yes"}, "$.passed"), ({**good, "schema": "tracekit.gate/9"}, "gate/9"),
                        ({**good, "checks": [{"passed": True, "limit": float("nan")}]}, "NaN")):
         with pytest.raises(ConfigError, match=re.escape(where)):

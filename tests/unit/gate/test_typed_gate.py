@@ -56,7 +56,8 @@ def test_check_json_never_writes_infinity_and_reads_back(tmp_path):
     whole = next(c for c in verdict["checks"] if c["name"] == "exposed_comm_us")
     assert whole["change"] is None and whole["passed"] is False and whole["current"]["median"] == 1000.0
     doc = read_verdict(tmp_path / "v.json")  # tracekit's own reader takes it: the verdict's Struct
-    assert doc["passed"] is False and len(doc["checks"]) == len(verdict["checks"]) == 5
+    assert doc.passed is False and len(doc.checks) == len(verdict["checks"]) == 5
+    assert doc.checks[0].change is None and doc.checks[0].current.median == 1000.0
 
 
 def test_diff_json_is_the_diff_struct_and_never_nan(tmp_path):
@@ -133,3 +134,20 @@ def test_dimension_totals_are_not_compared_with_per_step_instances():
     base["collectives_limit"] = {"limit": 1, "total": 12, "omitted": 11}
     with pytest.raises(IncomparableRunsError, match="TRACEKIT_MAX_COLLECTIVE_ROWS"):
         run_gate(RunMetrics(tp_run([100.0] * 3)), RunMetrics(base))
+
+
+def test_a_verdict_given_as_dicts_is_validated_like_a_file():
+    """The report reads the verdict's Struct; a dict handed to the reporter goes through the same Struct, so a
+    wrong shape is one ConfigError line (before: a TypeError out of the number formatting)."""
+    from tracekit.errors import ConfigError
+    from tracekit.reports import view
+
+    good = {"passed": False, "baseline": "b.json", "checks": [
+        {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
+         "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="},
+        {"name": "x", "value": 1.0, "baseline": 2.0, "budget": "x<=3", "passed": True, "message": ""}]}
+    rows = view.verdict(good)["checks"]
+    assert [(r["name"], r["value"], r["budget"], r["passed"]) for r in rows] == [
+        ("overlap_ratio>=0.5", "25.0 %", ">= 50.0 %", False), ("x", "1", "x<=3", True)]
+    with pytest.raises(ConfigError, match=r"\$\.checks\[0\]\.limit"):
+        view.verdict({"passed": True, "checks": [{"passed": True, "limit": "half"}]})
