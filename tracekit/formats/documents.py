@@ -181,21 +181,33 @@ def read_diff(path: str | os.PathLike) -> DiffDoc:
     return doc
 
 
-def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
-    fix = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
-    doc = core.read(path, TimelineDoc, error=ConfigError, fix=fix, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+_TIMELINE_FIX = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
+
+
+def read_timeline(path: str | os.PathLike) -> TimelineDoc:
+    doc = core.read(path, TimelineDoc, error=ConfigError, fix=_TIMELINE_FIX, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+    return _checked_timeline(doc, os.fspath(path))
+
+
+def timeline_from_builtins(data: Any, source: str = "timeline") -> TimelineDoc:
+    """A timeline held as dicts (``Analysis.timeline()``, a summary's ``timeline``, the reporter's ``timeline=``)
+    as the Struct a file gives, with the same checks: the report draws one type whichever way it came."""
+    doc = core.convert(data, TimelineDoc, source=source, error=ConfigError, fix=_TIMELINE_FIX,
+                       schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+    return _checked_timeline(doc, source)
+
+
+def _checked_timeline(doc: TimelineDoc, source: str) -> TimelineDoc:
+    """What the types cannot say: the schema, a shift for every rank of a 1.1 document, no interval ending before
+    it starts."""
     if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
-        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
+        raise ConfigError(f"{source}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {_TIMELINE_FIX}")
     for r in doc.ranks:
         if doc.clock is not UNSET and r.shift_ns is UNSET:
-            raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
-                              f"{fix}")
+            raise ConfigError(f"{source}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
+                              f"{_TIMELINE_FIX}")
         for iv in r.intervals:
             if not iv[1] >= iv[0]:
-                raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
-                                  f"{fix}")
-    out = core.to_builtins(doc)
-    for r in out["ranks"]:
-        if "intervals" in r:
-            r["intervals"] = [list(iv) for iv in r["intervals"]]
-    return out
+                raise ConfigError(f"{source}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
+                                  f"{_TIMELINE_FIX}")
+    return doc
