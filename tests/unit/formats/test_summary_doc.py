@@ -16,7 +16,7 @@ import tracekit
 from tests.helpers.data import gpu_trace
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.formats import core
-from tracekit.formats.documents import read_timeline, read_verdict
+from tracekit.formats.documents import DiffDoc, TimelineDoc, VerdictDoc, read_timeline, read_verdict
 from tracekit.formats.summary import SummaryDoc, as_dict, decode_summary, read_summary
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "summary-schema.md"
@@ -177,13 +177,16 @@ def _struct_keys(t: object, out: set[str]) -> None:
     """Every field name reachable from a Struct type (through lists, unions, nested Structs)."""
     info = msgspec.inspect.type_info(t)
     stack = [info]
+    seen: set[type] = set()  # by Struct, not by field name: CheckDoc.baseline is walked though VerdictDoc has one
     while stack:
         i = stack.pop()
         if isinstance(i, msgspec.inspect.StructType):
+            if i.cls in seen:
+                continue
+            seen.add(i.cls)
             for f in i.fields:
-                if f.name not in out:
-                    out.add(f.name)
-                    stack.append(f.type)
+                out.add(f.name)
+                stack.append(f.type)
         elif isinstance(i, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
             stack.append(getattr(i, "item_type", None) or i.value_type)
         elif isinstance(i, msgspec.inspect.UnionType):
@@ -200,3 +203,24 @@ def test_summary_schema_doc_matches_the_structs():
     _struct_keys(SummaryDoc, declared)
     declared -= {"timeline"}  # accepted from `report --summary` inputs, never written by the analyzer
     assert documented == declared, documented ^ declared
+
+
+INPUTS = DOCS.parent / "report-inputs.md"
+
+
+def _documented(path: Path, heading: str) -> set[str]:
+    """The keys of the first ```json block after ``heading`` in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    block = text[text.index(heading):].split("```json", 1)[1].split("```", 1)[0]
+    block = re.sub(r'"run": \{[^}]*\{[^}]*\}[^}]*\}', '"run": {}', block)  # the verdict's run identity: free-form
+    return set(re.findall(r'"([a-z_][a-z_0-9]*)":', block))
+
+
+@pytest.mark.parametrize("heading,struct", [
+    ("## Timeline: `tracekit.timeline/1`", TimelineDoc), ("## CI verdict: `tracekit.gate/1`", VerdictDoc),
+    ("## Diff: `tracekit.diff/1`", DiffDoc)], ids=["timeline", "verdict", "diff"])
+def test_report_inputs_doc_matches_the_structs(heading, struct):
+    """docs/report-inputs.md's example of each document names exactly the fields its Struct declares."""
+    declared: set[str] = set()
+    _struct_keys(struct, declared)
+    assert _documented(INPUTS, heading) == declared, _documented(INPUTS, heading) ^ declared
