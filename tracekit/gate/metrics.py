@@ -15,8 +15,16 @@ from typing import Any
 from ..errors import SummaryFormatError
 from ..formats.contract import STEP_KEYS, exposed_comm_share
 from ..formats.core import to_builtins
-from ..formats.summary import (CollectiveRow, DimensionRow, RankSection, RunSection, StepFigures, SummaryDoc, Totals,
-                               summary_from_builtins)
+from ..formats.summary import (
+    CollectiveRow,
+    DimensionRow,
+    RankSection,
+    RunSection,
+    StepFigures,
+    SummaryDoc,
+    Totals,
+    summary_from_builtins,
+)
 from ..model.layout import LayoutError, ParallelLayout
 from .stats import Stat, stat_over_ranks
 

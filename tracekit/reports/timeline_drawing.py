@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-
 from msgspec import UNSET
 
 from ..analyzers.timeline_record import CATEGORIES, median_step
