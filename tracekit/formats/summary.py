@@ -253,6 +253,53 @@ class UnrecognisedKernel(_Doc, kw_only=True):
     streams: list[Int | str] = []
 
 
+class PathSegment(_Doc, kw_only=True):
+    """One stretch of a step's critical path (``critical_path.steps[].segments[]``; docs/whatif.md)."""
+
+    rank: Int
+    lane: str = ""
+    name: str = ""
+    start_us: Num
+    dur_us: Num
+    kind: str
+    dimension: str | UnsetType = UNSET  # only on communication segments
+
+
+class CriticalStep(_Doc, kw_only=True):
+    step: Int
+    length_us: Num
+    by_kind: dict[str, Num] = {}
+    by_dimension: dict[str, Num] = {}
+    by_collective: dict[str, Num] = {}
+    verdict: str = ""
+    segments: list[PathSegment] = []
+
+
+class WhatIfAnswer(_Doc, kw_only=True):
+    question: str
+    specs: list[str] = []
+    measured_us: Num
+    predicted_us: Num
+    saving_share: Num | None = None
+    notes: list[str] = []
+
+
+class WhatIfSection(_Doc, kw_only=True):
+    steps: Int
+    replay_error: Num | None = None
+    answers: list[WhatIfAnswer] = []
+    notes: list[str] = []
+
+
+class CriticalPathSection(_Doc, kw_only=True):
+    """``critical_path`` (``--critical-path``): the run's verdict, each step's path and the what-if table."""
+
+    verdict: str = ""
+    steps: list[CriticalStep] = []
+    notes: list[str] = []
+    whatif: WhatIfSection | UnsetType = UNSET
+
+
 class SummaryDoc(_Doc, kw_only=True):
     """The whole ``tracekit.summary/1`` document."""
 
@@ -269,7 +316,7 @@ class SummaryDoc(_Doc, kw_only=True):
     unrecognised_kernels: list[UnrecognisedKernel] = []
     warnings: list[str] = []
     activation_memory: dict[str, Any] | None | UnsetType = UNSET
-    critical_path: dict[str, Any] | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
+    critical_path: CriticalPathSection | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
     timeline: dict[str, Any] | None | UnsetType = UNSET
 
 

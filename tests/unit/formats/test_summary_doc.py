@@ -14,6 +14,7 @@ import pytest
 
 import tracekit
 from tests.helpers.data import gpu_trace
+from tests.helpers.summaries import tp_run
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.formats import core
 from tracekit.formats.documents import DiffDoc, TimelineDoc, VerdictDoc, read_timeline, read_verdict
@@ -173,8 +174,9 @@ def test_verdict_and_timeline_shapes(tmp_path):
 
 # -- the schema doc and the Structs say the same ----------------------------------------------------------------
 
-def _struct_keys(t: object, out: set[str]) -> None:
-    """Every field name reachable from a Struct type (through lists, unions, nested Structs)."""
+def _struct_keys(t: object, out: set[str], skip: frozenset[str] = frozenset()) -> None:
+    """Every field name reachable from a Struct type (through lists, unions, nested Structs); the fields named in
+    ``skip`` count, their contents are not walked (a section documented in another file)."""
     info = msgspec.inspect.type_info(t)
     stack = [info]
     seen: set[type] = set()  # by Struct, not by field name: CheckDoc.baseline is walked though VerdictDoc has one
@@ -186,7 +188,8 @@ def _struct_keys(t: object, out: set[str]) -> None:
             seen.add(i.cls)
             for f in i.fields:
                 out.add(f.name)
-                stack.append(f.type)
+                if f.name not in skip:
+                    stack.append(f.type)
         elif isinstance(i, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
             stack.append(getattr(i, "item_type", None) or i.value_type)
         elif isinstance(i, msgspec.inspect.UnionType):
@@ -200,7 +203,7 @@ def test_summary_schema_doc_matches_the_structs():
     block = re.sub(r'"activation_memory": \{.*?\n(?=  "warnings")', '"activation_memory": {}\n', block, flags=re.S)
     documented = set(re.findall(r'"([a-z_]+)":', block))
     declared: set[str] = set()
-    _struct_keys(SummaryDoc, declared)
+    _struct_keys(SummaryDoc, declared, skip=frozenset({"critical_path"}))  # `{...}` here: docs/whatif.md has it
     declared -= {"timeline"}  # accepted from `report --summary` inputs, never written by the analyzer
     assert documented == declared, documented ^ declared
 
@@ -224,3 +227,37 @@ def test_report_inputs_doc_matches_the_structs(heading, struct):
     declared: set[str] = set()
     _struct_keys(struct, declared)
     assert _documented(INPUTS, heading) == declared, _documented(INPUTS, heading) ^ declared
+
+
+# -- the critical-path section, typed ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def critical_summary() -> dict:
+    traces = tracekit.load([gpu_trace("pp-sendrecv-128rank-rank0.json.gz"), gpu_trace("pp-sendrecv-128rank-rank1.json.gz")])
+    return tracekit.analyze(traces, critical_path=True).to_dict()
+
+
+def test_a_critical_path_summary_round_trips_exactly(critical_summary, tmp_path):
+    cp = critical_summary["critical_path"]
+    assert cp["steps"] and cp["steps"][0]["segments"] and cp["whatif"]["answers"]
+    doc = read_summary(_write(tmp_path, critical_summary))
+    assert doc.critical_path.steps[0].segments[0].kind == cp["steps"][0]["segments"][0]["kind"]
+    assert json.dumps(as_dict(doc)) == json.dumps(critical_summary)
+
+
+CRITICAL_BAD = {
+    "steps a string": ({"steps": "abc"}, "$.critical_path.steps"),
+    "segment start a string": ({"steps": [{"step": 1, "length_us": 1.0, "segments": [
+        {"rank": 0, "start_us": "x", "dur_us": 1.0, "kind": "compute"}]}]}, "$.critical_path.steps[0].segments[0].start_us"),
+    "answers not a list": ({"whatif": {"steps": 1, "answers": {"q": 1}}}, "$.critical_path.whatif.answers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRITICAL_BAD))
+def test_a_malformed_critical_path_is_one_line_not_a_report_traceback(tmp_path, case):
+    """Before: `report --summary` ended in an AttributeError/ValueError traceback out of the HTML reporter."""
+    section, where = CRITICAL_BAD[case]
+    p = _write(tmp_path, {**tp_run([10.0, 12.0]), "critical_path": section})
+    with pytest.raises(ConfigError) as err:
+        read_summary(p, error=ConfigError)
+    assert where in str(err.value) and "\n" not in str(err.value)
