@@ -300,6 +300,26 @@ class CriticalPathSection(_Doc, kw_only=True):
     whatif: WhatIfSection | UnsetType = UNSET
 
 
+class ActivationLayerRow(_Doc, kw_only=True):
+    """One (rank, layer) of ``activation_memory.layers``: measured saved bytes against the model's."""
+
+    rank: Rank | None = None
+    layer: Int
+    measured_bytes: Bytes
+    model_bytes: Bytes
+    model: str = ""
+    delta_bytes: Bytes | None = None  # measured - model
+
+
+class ActivationMemorySection(_Doc, kw_only=True):
+    """``activation_memory`` (a run directory with ``activation_r{rank}.json``; docs/activation-memory.md): the
+    rows the reports show are typed, the model's own description (name, formula, config, terms) is free-form."""
+
+    layers: list[ActivationLayerRow] = []
+    model: dict[str, Any] = {}
+    notes: list[str] = []
+
+
 class SummaryDoc(_Doc, kw_only=True):
     """The whole ``tracekit.summary/1`` document."""
 
@@ -315,7 +335,7 @@ class SummaryDoc(_Doc, kw_only=True):
     stragglers: list[Straggler] = []
     unrecognised_kernels: list[UnrecognisedKernel] = []
     warnings: list[str] = []
-    activation_memory: dict[str, Any] | None | UnsetType = UNSET
+    activation_memory: ActivationMemorySection | None | UnsetType = UNSET
     critical_path: CriticalPathSection | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
     timeline: dict[str, Any] | None | UnsetType = UNSET
 

@@ -203,7 +203,8 @@ def test_summary_schema_doc_matches_the_structs():
     block = re.sub(r'"activation_memory": \{.*?\n(?=  "warnings")', '"activation_memory": {}\n', block, flags=re.S)
     documented = set(re.findall(r'"([a-z_]+)":', block))
     declared: set[str] = set()
-    _struct_keys(SummaryDoc, declared, skip=frozenset({"critical_path"}))  # `{...}` here: docs/whatif.md has it
+    # `{...}` here: docs/whatif.md and docs/activation-memory.md have them
+    _struct_keys(SummaryDoc, declared, skip=frozenset({"critical_path", "activation_memory"}))
     declared -= {"timeline"}  # accepted from `report --summary` inputs, never written by the analyzer
     assert documented == declared, documented ^ declared
 
@@ -261,3 +262,21 @@ def test_a_malformed_critical_path_is_one_line_not_a_report_traceback(tmp_path, 
     with pytest.raises(ConfigError) as err:
         read_summary(p, error=ConfigError)
     assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_activation_memory_section_is_typed(tmp_path):
+    """A real run directory's summary (activation_r0.json + run.json) round-trips exactly; the rows the reports
+    show are refused as one line when wrong (before: a TypeError/AttributeError traceback from `report --summary`)."""
+    from tests.unit.analyzers.test_memory_run import MANIFEST, analyze_json, run_dir
+
+    (tmp_path / "run").mkdir()
+    real = analyze_json(run_dir(tmp_path / "run", MANIFEST))
+    assert real["activation_memory"]["layers"]
+    doc = read_summary(_write(tmp_path, real))
+    assert doc.activation_memory.layers[1].delta_bytes == 4096
+    assert json.dumps(as_dict(doc)) == json.dumps(real)
+    for section, where in (({"layers": "abc"}, "$.activation_memory.layers"),
+                           ({"layers": [{"rank": 0, "layer": 0, "measured_bytes": "x", "model_bytes": 1}]},
+                            "$.activation_memory.layers[0].measured_bytes")):
+        with pytest.raises(ConfigError, match=re.escape(where)):
+            read_summary(_write(tmp_path, {**tp_run([1.0]), "activation_memory": section}), error=ConfigError)
