@@ -43,3 +43,16 @@ def test_the_fallback_timeline_is_the_same_struct():
     assert {r.step for r in tl.ranks} == {2} and all(len(r.intervals) == 2 for r in tl.ranks)
     drawn = prepare(summary, None)
     assert drawn.source == "collectives" and drawn.total == 4
+
+
+def test_a_minor_revision_summary_renders(tmp_path):
+    """read_summary accepts tracekit.summary/1.x; the reporters' own check refused it (exit 2) before."""
+    s = tmp_path / "s.json"
+    s.write_text(json.dumps({**tp_run([10.0, 12.0]), "schema": "tracekit.summary/1.3", "added_later": [1]}))
+    r = CliRunner().invoke(cli, ["report", "--summary", str(s), "-o", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "r.html").stat().st_size > 10_000
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({**tp_run([10.0]), "schema": "tracekit.summary/2"}))
+    r = CliRunner().invoke(cli, ["report", "--summary", str(bad), "-o", str(tmp_path / "r2.html")])
+    assert r.exit_code == 2 and "tracekit.summary/2" in r.output
