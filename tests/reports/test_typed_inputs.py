@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.helpers.summaries import tp_run
 from tracekit.cli import cli
 from tracekit.errors import ConfigError
-from tracekit.formats.documents import TimelineDoc
+from tracekit.formats.documents import TimelineDoc, timeline_from_builtins
 from tracekit.reports.timeline_drawing import from_collectives, prepare
 
 BAD = {"schema": "tracekit.timeline/1", "ranks": [{"rank": 0, "intervals": [["a", 1.0, "compute"]]}]}
@@ -35,9 +35,10 @@ def test_prepare_takes_the_struct_or_refuses(given):
 
 
 def test_the_fallback_timeline_is_the_same_struct():
-    """The collectives stand-in is a TimelineDoc too; each bar is one collective of the median step."""
+    """The collectives stand-in is read as a TimelineDoc too (prepare does); each bar is one collective of the
+    median step."""
     summary = tp_run([10.0, 30.0, 20.0], ranks=2)
-    tl = from_collectives(summary)
+    tl = timeline_from_builtins(from_collectives(summary))
     assert isinstance(tl, TimelineDoc) and [r.rank for r in tl.ranks] == [0, 1]
     # every step has the same wall time: the middle step by number; its all_gather and its reduce_scatter
     assert {r.step for r in tl.ranks} == {2} and all(len(r.intervals) == 2 for r in tl.ranks)

@@ -69,7 +69,7 @@ def clock_text(clock: Mapping) -> str:
             "across ranks it lines up only approximately.")
 
 
-def from_collectives(summary: Mapping) -> TimelineDoc:
+def from_collectives(summary: Mapping) -> dict:
     """A stand-in timeline when the analyzer gave none: each collective of the representative step as one bar,
     coloured by the larger of its hidden and exposed parts. No compute intervals are drawn."""
     ranks = summary.get("ranks") or []
@@ -78,7 +78,7 @@ def from_collectives(summary: Mapping) -> TimelineDoc:
         for s in r.get("steps", []):
             walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
     if not walls:
-        return TimelineDoc(schema=TIMELINE_SCHEMA)
+        return {"schema": TIMELINE_SCHEMA, "ranks": []}
     step = median_step(walls)
     out = []
     for r in ranks:
@@ -89,7 +89,7 @@ def from_collectives(summary: Mapping) -> TimelineDoc:
         t0 = min((iv[0] for iv in ivs), default=0.0)
         t1 = max((iv[1] for iv in ivs), default=0.0)
         out.append({"rank": r["rank"], "step": step, "window_us": [t0, t1], "intervals": ivs})
-    return timeline_from_builtins({"schema": TIMELINE_SCHEMA, "ranks": out}, "the summary's collectives")
+    return {"schema": TIMELINE_SCHEMA, "ranks": out}
 
 
 def _ns(us_value: float) -> int:
@@ -126,8 +126,8 @@ def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None,
         raise ConfigError(f"--max-timeline-events must be at least 1, got {max_events}")
     given = timeline if timeline is not None else summary.get("timeline")
     source = "analyzer"
-    if given is None:
-        tl, source = from_collectives(summary), "collectives"
+    if given is None:  # the stand-in goes through the same Struct
+        tl, source = timeline_from_builtins(from_collectives(summary), "the summary's collectives"), "collectives"
     else:
         tl = given if isinstance(given, TimelineDoc) else timeline_from_builtins(given)
     per_rank = []
