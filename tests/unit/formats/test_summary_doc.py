@@ -280,3 +280,22 @@ def test_the_activation_memory_section_is_typed(tmp_path):
                             "$.activation_memory.layers[0].measured_bytes")):
         with pytest.raises(ConfigError, match=re.escape(where)):
             read_summary(_write(tmp_path, {**tp_run([1.0]), "activation_memory": section}), error=ConfigError)
+
+
+def test_the_typed_sections_documented_elsewhere_match_their_structs():
+    """The summary-schema test skips critical_path and activation_memory (documented in their own words); here
+    each Struct field of them is held to its documentation: activation_memory's example block key for key, the
+    critical path's fields named in docs/summary-schema.md's `critical_path` bullet or docs/whatif.md."""
+    from tracekit.formats.summary import ActivationMemorySection, CriticalPathSection
+
+    text = DOCS.read_text(encoding="utf-8")
+    block = text.split('"activation_memory": ', 1)[1].split('\n  "warnings"', 1)[0]
+    block = re.sub(r'"model": \{.*?"terms": \[\.\.\.\]\}', '"model": {}', block, flags=re.S)  # free-form
+    declared: set[str] = set()
+    _struct_keys(ActivationMemorySection, declared)
+    assert set(re.findall(r'"([a-z_]+)":', block)) == declared
+    cp: set[str] = set()
+    _struct_keys(CriticalPathSection, cp)
+    prose = text.split("- `critical_path`", 1)[1].split("\n- ", 1)[0] + (DOCS.parent / "whatif.md").read_text("utf-8")
+    missing = {k for k in cp if not re.search(rf"\b{k}\b", prose)}
+    assert not missing, missing
