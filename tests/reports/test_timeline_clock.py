@@ -26,7 +26,8 @@ from tests.unit.analyzers.test_critical_path import HOST, _coll, _stream_sync, o
 from tracekit.analyzers import analyze
 from tracekit.cli import cli
 from tracekit.errors import ConfigError
-from tracekit.formats.documents import read_timeline
+from tracekit.formats import core
+from tracekit.formats.documents import read_timeline, timeline_from_builtins
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 from tracekit.reports.html_critical import data as critical_data
 from tracekit.reports.timeline_drawing import prepare
@@ -67,7 +68,8 @@ def test_hand_built_two_ranks_with_a_known_offset(tmp_path):
     assert {o["rank"]: o["offset_us"] for o in summary["clock_offsets"]} == {0: 0.0, 1: THETA / 1e3}
     path = tmp_path / "tl.json"
     path.write_text(json.dumps(doc))
-    assert read_timeline(path) == doc  # the document reads back whole
+    back = read_timeline(path)  # the document reads back whole, into the Struct the report draws
+    assert json.loads(core.encode(back)) == doc and back == timeline_from_builtins(doc)
 
     tl, lane = _page_data(summary, read_timeline(path))
     assert tl.clock == {"common": True, "reference_rank": 0, "origin_us": 0.0, "offsets_ns": {"0": 0, "1": THETA}}

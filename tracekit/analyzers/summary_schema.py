@@ -159,14 +159,21 @@ def _most_exposed(df: pd.DataFrame, limit: int) -> pd.DataFrame:
 
 def collectives_frame(comm) -> pd.DataFrame:
     """Every collective instance, the columns of the summary's ``collectives`` rows, in rank and start order: the
-    full table ``--collectives-out`` writes (the summary keeps the most exposed only). Built column by column."""
-    df = instances_frame(comm).sort_values(["rank", "start_ns"], kind="stable")
-    multi = comm.multi_rank
+    full table ``--collectives-out`` writes (the summary keeps the most exposed only)."""
+    return _collective_columns(instances_frame(comm), comm.multi_rank)
+
+
+def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
+    """The one definition of a collective row, column by column, for the summary's ``collectives`` and the
+    ``--collectives-out`` table alike: µs from ns, "unknown" for an op without a name, and NaN where a figure has
+    no value (wait, transfer and skew need the other ranks: NaN on a single rank), which is null in both."""
+    df = df.sort_values(["rank", "start_ns"], kind="stable")
 
     def us(col: str, gated: bool = False) -> pd.Series:
         return df[col] / 1e3 if multi or not gated else pd.Series(np.nan, index=df.index)
     out = pd.DataFrame({
-        "rank": df["rank"].astype("int64"), "step": df["step"].astype("int64"), "op": df["op"].replace("", "unknown"),
+        "rank": df["rank"].astype("int64"), "step": df["step"].astype("int64"),
+        "op": df["op"].fillna("").replace("", "unknown"),
         "pg_name": df["pg_name"], "pg_desc": df["pg_desc"], "dimension": df["dimension"],
         "seq": df["seq"].astype("int64"), "stream": df["stream"].astype("int64"), "name": df["name"],
         "short_name": df["name"].fillna("").map(short_name),
@@ -178,14 +185,9 @@ def collectives_frame(comm) -> pd.DataFrame:
 
 
 def _collectives(df: pd.DataFrame, multi: bool) -> list[dict]:
-    out = []
-    for r in df.sort_values(["rank", "start_ns"], kind="stable").itertuples(index=False):
-        out.append({"rank": int(r.rank), "step": int(r.step), "op": r.op or "unknown", "pg_name": r.pg_name,
-                    "pg_desc": r.pg_desc, "dimension": r.dimension, "seq": int(r.seq), "stream": int(r.stream),
-                    "name": r.name, "short_name": short_name(r.name or ""),
-                    "start_us": r.start_ns / 1e3, "dur_us": r.dur_ns / 1e3, "bytes": int(r.bytes),
-                    "hidden_us": r.hidden_ns / 1e3, "exposed_us": r.exposed_ns / 1e3,
-                    "wait_us": _us(r.wait_ns) if multi else None, "transfer_us": _us(r.transfer_ns) if multi else None,
-                    "skew_us": _us(r.skew_ns) if multi else None,
-                    "algbw_gbps": _num(r.algbw_gbps), "busbw_gbps": _num(r.busbw_gbps)})
-    return out
+    """The summary's rows: the columns of :func:`_collective_columns`, NaN written as null."""
+    frame = _collective_columns(df, multi)
+    if frame.empty:
+        return []
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_dict("records")

@@ -68,8 +68,15 @@ def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[Tra
         raise error(f"{source}: {one_line(exc)}; {fix}") from None
     except RecursionError:
         raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
+    return convert(raw, type_, source=source, error=error, fix=fix, schema=schema), raw
+
+
+def convert(raw: Any, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
+            schema: tuple[str, int] | None = None) -> T:
+    """Builtins already decoded (JSON, or a TOML file's tables) as ``type_``, with :func:`decode`'s one-line
+    errors: the source, the JSON path of the field (``$.comm[0].pattern``) and ``fix``."""
     try:
-        return msgspec.convert(raw, type_), raw
+        return msgspec.convert(raw, type_)
     except msgspec.ValidationError as exc:
         found = raw.get("schema") if isinstance(raw, dict) else None
         if schema is not None and not schema_accepted(found, *schema):
@@ -156,6 +163,13 @@ def _finite(obj: Any) -> Any:
 def encode(obj: Any) -> bytes:
     """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``."""
     return msgspec.json.encode(obj)
+
+
+def encode_text(obj: Any, indent: int | None = 1) -> str:
+    """:func:`encode` as text, laid out with ``indent`` spaces a level (None or 0: one line), as a document
+    tracekit writes for people and other tools to read (``check --json``, ``diff --format json``)."""
+    data = encode(obj)
+    return (msgspec.json.format(data, indent=indent) if indent else data).decode("utf-8")
 
 
 def to_builtins(obj: Any) -> Any:

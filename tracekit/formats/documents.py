@@ -1,6 +1,7 @@
-"""The smaller documents ``tracekit report`` reads beside a summary: the gate's verdict (``tracekit.gate/1``, what
-``tracekit check --json`` writes) and the timeline (``tracekit.timeline/1``, what ``analyze --timeline-out``
-writes). docs/report-inputs.md describes both."""
+"""The smaller documents beside a summary: the gate's verdict (``tracekit.gate/1``, what ``tracekit check --json``
+writes and ``tracekit report --verdict`` reads), the diff (``tracekit.diff/1``, what ``tracekit diff --format json``
+writes) and the timeline (``tracekit.timeline/1``, what ``analyze --timeline-out`` writes). docs/report-inputs.md
+describes them; the gate's results are encoded from these Structs through formats.core (never a NaN token)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SummaryFormatError
 from . import core
-from .contract import GATE_SCHEMA, TIMELINE_SCHEMA
+from .contract import DIFF_SCHEMA, GATE_SCHEMA, TIMELINE_SCHEMA
 from .summary import Int, Num, Rank
 
 VERDICT_SCHEMA, TIMELINE_SCHEMA = GATE_SCHEMA, TIMELINE_SCHEMA
@@ -65,6 +66,43 @@ class VerdictDoc(_Doc, kw_only=True):
     checks: list[CheckDoc] = []
 
 
+class DiffFigures(_Doc, kw_only=True):
+    """One side of a diff row: medians over steps (per rank, then across ranks). A key is absent where that row
+    kind does not carry it (the whole-run row has comm, hidden and exposed; a call site no count) and null where
+    the run has no value (wait and transfer of a single-rank run, a row only the other side has)."""
+
+    count: Num | None | UnsetType = UNSET
+    bytes: Num | None | UnsetType = UNSET
+    comm_us: Num | None | UnsetType = UNSET
+    hidden_comm_us: Num | None | UnsetType = UNSET
+    exposed_comm_us: Num | None | UnsetType = UNSET
+    wait_us: Num | None | UnsetType = UNSET
+    transfer_us: Num | None | UnsetType = UNSET
+
+
+class DiffRowDoc(_Doc, kw_only=True):
+    """A dimension/op, the whole run or a call site on both sides, and the split of its exposed change."""
+
+    label: str
+    a: DiffFigures
+    b: DiffFigures
+    exposed_delta_us: Num | None  # null only where the split overflowed (absurd inputs)
+    more_comm_us: Num | None
+    less_overlap_us: Num | None
+    reasons: list[str] = []
+
+
+class DiffDoc(_Doc, kw_only=True):
+    """``tracekit diff A B --format json`` (tracekit.gate.diff.DiffResult)."""
+
+    schema: str
+    a: str
+    b: str
+    notes: list[str] = []
+    by_dimension: list[DiffRowDoc] = []
+    by_call_site: list[DiffRowDoc] = []
+
+
 Interval = tuple[Num, Num, Literal["compute", "hidden", "exposed"]]
 
 
@@ -114,29 +152,62 @@ class TimelineDoc(_Doc, kw_only=True):
     critical_path: TimelinePath | UnsetType = UNSET
 
 
-def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
-    fix = "pass the file `tracekit check --json FILE` wrote"
-    doc = core.read(path, VerdictDoc, error=ConfigError, fix=fix)  # the plain form has no schema
+_VERDICT_FIX = "pass the file `tracekit check --json FILE` wrote"
+
+
+def read_verdict(path: str | os.PathLike) -> VerdictDoc:
+    """The verdict in the file at ``path`` (the gate's own form, or the plain documented form without a schema)."""
+    doc = core.read(path, VerdictDoc, error=ConfigError, fix=_VERDICT_FIX)  # the plain form has no schema
+    return _checked_verdict(doc, os.fspath(path))
+
+
+def verdict_from_builtins(data: Any, source: str = "verdict") -> VerdictDoc:
+    """A verdict given as dicts (``HtmlReporter.render(verdict=...)``) as the Struct a file gives."""
+    return _checked_verdict(core.convert(data, VerdictDoc, source=source, error=ConfigError, fix=_VERDICT_FIX), source)
+
+
+def _checked_verdict(doc: VerdictDoc, source: str) -> VerdictDoc:
     if doc.schema is not UNSET and not core.schema_accepted(doc.schema, VERDICT_FAMILY, VERDICT_MAJOR):
-        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {fix}")
-    return core.to_builtins(doc)
+        raise ConfigError(f"{source}: schema is {doc.schema!r}, expected {VERDICT_SCHEMA!r}; {_VERDICT_FIX}")
+    return doc
 
 
-def read_timeline(path: str | os.PathLike) -> dict[str, Any]:
-    fix = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
-    doc = core.read(path, TimelineDoc, error=ConfigError, fix=fix, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+def read_diff(path: str | os.PathLike) -> DiffDoc:
+    """A diff written by ``tracekit diff --format json``, validated (for tools and tests that read it back)."""
+    fix = "pass the file `tracekit diff A B --format json` wrote"
+    doc = core.read(path, DiffDoc, error=SummaryFormatError, fix=fix, schema=core.family_major(DIFF_SCHEMA))
+    if not core.schema_accepted(doc.schema, *core.family_major(DIFF_SCHEMA)):
+        raise SummaryFormatError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {DIFF_SCHEMA!r}; {fix}")
+    return doc
+
+
+_TIMELINE_FIX = "pass the analyzer's timeline output (`tracekit analyze --timeline-out FILE`) unchanged"
+
+
+def read_timeline(path: str | os.PathLike) -> TimelineDoc:
+    doc = core.read(path, TimelineDoc, error=ConfigError, fix=_TIMELINE_FIX, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+    return _checked_timeline(doc, os.fspath(path))
+
+
+def timeline_from_builtins(data: Any, source: str = "timeline") -> TimelineDoc:
+    """A timeline held as dicts (``Analysis.timeline()``, a summary's ``timeline``, the reporter's ``timeline=``)
+    as the Struct a file gives, with the same checks: the report draws one type whichever way it came."""
+    doc = core.convert(data, TimelineDoc, source=source, error=ConfigError, fix=_TIMELINE_FIX,
+                       schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+    return _checked_timeline(doc, source)
+
+
+def _checked_timeline(doc: TimelineDoc, source: str) -> TimelineDoc:
+    """What the types cannot say: the schema, a shift for every rank of a 1.1 document, no interval ending before
+    it starts."""
     if not core.schema_accepted(doc.schema, TIMELINE_FAMILY, TIMELINE_MAJOR):
-        raise ConfigError(f"{os.fspath(path)}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {fix}")
+        raise ConfigError(f"{source}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {_TIMELINE_FIX}")
     for r in doc.ranks:
         if doc.clock is not UNSET and r.shift_ns is UNSET:
-            raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
-                              f"{fix}")
+            raise ConfigError(f"{source}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
+                              f"{_TIMELINE_FIX}")
         for iv in r.intervals:
             if not iv[1] >= iv[0]:
-                raise ConfigError(f"{os.fspath(path)}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
-                                  f"{fix}")
-    out = core.to_builtins(doc)
-    for r in out["ranks"]:
-        if "intervals" in r:
-            r["intervals"] = [list(iv) for iv in r["intervals"]]
-    return out
+                raise ConfigError(f"{source}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
+                                  f"{_TIMELINE_FIX}")
+    return doc

@@ -253,6 +253,73 @@ class UnrecognisedKernel(_Doc, kw_only=True):
     streams: list[Int | str] = []
 
 
+class PathSegment(_Doc, kw_only=True):
+    """One stretch of a step's critical path (``critical_path.steps[].segments[]``; docs/whatif.md)."""
+
+    rank: Int
+    lane: str = ""
+    name: str = ""
+    start_us: Num
+    dur_us: Num
+    kind: str
+    dimension: str | UnsetType = UNSET  # only on communication segments
+
+
+class CriticalStep(_Doc, kw_only=True):
+    step: Int
+    length_us: Num
+    by_kind: dict[str, Num] = {}
+    by_dimension: dict[str, Num] = {}
+    by_collective: dict[str, Num] = {}
+    verdict: str = ""
+    segments: list[PathSegment] = []
+
+
+class WhatIfAnswer(_Doc, kw_only=True):
+    question: str
+    specs: list[str] = []
+    measured_us: Num
+    predicted_us: Num
+    saving_share: Num | None = None
+    notes: list[str] = []
+
+
+class WhatIfSection(_Doc, kw_only=True):
+    steps: Int
+    replay_error: Num | None = None
+    answers: list[WhatIfAnswer] = []
+    notes: list[str] = []
+
+
+class CriticalPathSection(_Doc, kw_only=True):
+    """``critical_path`` (``--critical-path``): the run's verdict, each step's path and the what-if table."""
+
+    verdict: str = ""
+    steps: list[CriticalStep] = []
+    notes: list[str] = []
+    whatif: WhatIfSection | UnsetType = UNSET
+
+
+class ActivationLayerRow(_Doc, kw_only=True):
+    """One (rank, layer) of ``activation_memory.layers``: measured saved bytes against the model's."""
+
+    rank: Rank | None = None
+    layer: Int
+    measured_bytes: Bytes
+    model_bytes: Bytes
+    model: str = ""
+    delta_bytes: Bytes | None = None  # measured - model
+
+
+class ActivationMemorySection(_Doc, kw_only=True):
+    """``activation_memory`` (a run directory with ``activation_r{rank}.json``; docs/activation-memory.md): the
+    rows the reports show are typed, the model's own description (name, formula, config, terms) is free-form."""
+
+    layers: list[ActivationLayerRow] = []
+    model: dict[str, Any] = {}
+    notes: list[str] = []
+
+
 class SummaryDoc(_Doc, kw_only=True):
     """The whole ``tracekit.summary/1`` document."""
 
@@ -268,14 +335,27 @@ class SummaryDoc(_Doc, kw_only=True):
     stragglers: list[Straggler] = []
     unrecognised_kernels: list[UnrecognisedKernel] = []
     warnings: list[str] = []
-    activation_memory: dict[str, Any] | None | UnsetType = UNSET
-    critical_path: dict[str, Any] | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
+    activation_memory: ActivationMemorySection | None | UnsetType = UNSET
+    critical_path: CriticalPathSection | UnsetType = UNSET  # with `--critical-path` (docs/whatif.md)
     timeline: dict[str, Any] | None | UnsetType = UNSET
 
 
 def decode_summary(data: bytes, source: str = "<summary>") -> SummaryDoc:
     doc = core.decode(data, SummaryDoc, source=source, error=SummaryFormatError, fix=FIX, schema=(FAMILY, MAJOR))
     return _checked(doc, source)
+
+
+def summary_from_builtins(data: Any, source: str = "<summary>",
+                          error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
+    """A summary held as dicts (``Analysis.to_dict()``, a hand-built one) as the Struct a saved summary gives: it
+    goes through the one encoder and decoder, so NaN is null and a fresh analysis, a file and a test's dict are
+    validated alike and read the same."""
+    try:
+        data = core.encode(data)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise error(f"{source}: not a summary document ({core.one_line(exc)}); {FIX}") from None
+    doc = core.decode(data, SummaryDoc, source=source, error=error, fix=FIX, schema=(FAMILY, MAJOR))
+    return _checked(doc, source, error)
 
 
 def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,

@@ -113,6 +113,21 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
     return CheckResult(passed=not failed, message=msg, change=change, **common)
 
 
+def _same_basis(metric: str, scope: Scope | None, b: Stat | None, c: Stat | None, baseline: RunMetrics,
+                current: RunMetrics) -> None:
+    """A run total (a summary without step rows, or whose instances were cut to the most exposed) is no per-step
+    median: held against one it would pass or fail on the count of steps, not on the change. Refused."""
+    if b is None or c is None or b.basis == c.basis:
+        return
+    where = metric if scope is None else f"{scope.label}:{metric}"
+    fix = ("raise TRACEKIT_MAX_COLLECTIVE_ROWS so both summaries keep every collective instance" if scope is not None
+           else "record the baseline from traces with step rows (`tracekit baseline PATH -o FILE`)")
+    said = {"per step": "a median over steps", "run total": "a run total"}
+    raise IncomparableRunsError(f"cannot compare {current.source} with baseline {baseline.source}: {where} is "
+                                f"{said.get(b.basis, b.basis)} in the baseline and {said.get(c.basis, c.basis)} in "
+                                f"this run; {fix}")
+
+
 def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateOptions()) -> list[CheckResult]:
     """One regression check per metric spec (patterns expanded over the dimensions/ops of both runs)."""
     present = sorted(set(baseline.scopes()) | set(current.scopes()), key=lambda s: (s.dimension, s.op))
@@ -120,8 +135,9 @@ def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateO
     for spec in opts.metrics:
         scopes = [None] if spec.scope is None else spec.scope.expand(present)
         for scope in scopes:
-            r = _regression(spec.metric, scope, baseline.stat(spec.metric, scope),
-                            current.stat(spec.metric, scope), opts)
+            b, c = baseline.stat(spec.metric, scope), current.stat(spec.metric, scope)
+            _same_basis(spec.metric, scope, b, c, baseline, current)
+            r = _regression(spec.metric, scope, b, c, opts)
             if r is not None:
                 checks.append(r)
     return checks

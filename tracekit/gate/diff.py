@@ -11,6 +11,7 @@ and the first part is shown with what drove it: more waiting for peers (wait), a
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ from typing import Any
 
 from ..formats import units
 from ..formats.contract import DIFF_SCHEMA
+from ..formats.core import to_builtins
+from ..formats.documents import DiffDoc, DiffFigures, DiffRowDoc
+from ..formats.summary import CollectiveRow
 from .metrics import RunMetrics, Scope
 from .stats import stat_over_ranks
 
@@ -41,10 +45,23 @@ class DiffRow:
     def exposed_delta_us(self) -> float:
         return (self.b.get("exposed_comm_us") or 0.0) - (self.a.get("exposed_comm_us") or 0.0)
 
+    def to_struct(self) -> DiffRowDoc:
+        return DiffRowDoc(label=self.label, a=_figures(self.a), b=_figures(self.b),
+                          exposed_delta_us=_finite(self.exposed_delta_us), more_comm_us=_finite(self.more_comm_us),
+                          less_overlap_us=_finite(self.less_overlap_us), reasons=list(self.reasons))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "a": dict(self.a), "b": dict(self.b), "exposed_delta_us": self.exposed_delta_us,
-                "more_comm_us": self.more_comm_us, "less_overlap_us": self.less_overlap_us,
-                "reasons": list(self.reasons)}
+        return to_builtins(self.to_struct())
+
+
+def _finite(v: float) -> float | None:
+    """Written null where the split overflowed (an exposed time far above its comm time, 1e18 over 5e-324 µs):
+    never a NaN or Infinity token, and never a made-up 0."""
+    return v if math.isfinite(v) else None
+
+
+def _figures(side: Mapping[str, float | None]) -> DiffFigures:
+    return DiffFigures(**{k: None if v is None or not math.isfinite(v) else v for k, v in side.items()})
 
 
 def _num(v: float | None) -> float:
@@ -105,17 +122,18 @@ def _scope_values(s: RunMetrics, scope: Scope) -> dict[str, float | None]:
 
 
 def _site_values(s: RunMetrics) -> dict[tuple, dict[str, float | None]]:
-    """Call sites: the k-th collective of a process group and op within a step, medians over steps/ranks."""
-    per_step: dict[tuple, list[Mapping]] = defaultdict(list)
+    """Call sites: the k-th collective of a process group and op within a step (in ``seq`` order; instances
+    without a ``seq`` first, then by start), medians over steps/ranks."""
+    per_step: dict[tuple, list[CollectiveRow]] = defaultdict(list)
     for c in s.collectives:
-        per_step[(int(c["rank"]), c.get("step"), str(c.get("pg_name")), str(c.get("op")))].append(c)
+        per_step[(c.rank, c.step, c.pg_name, c.op)].append(c)
     samples: dict[tuple, dict[str, dict[int, list]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for (rank, _step, pg, op), rows in per_step.items():
-        rows.sort(key=lambda c: (c.get("seq") if c.get("seq") is not None else -1, _num(c.get("start_us"))))
+        rows.sort(key=lambda c: (-1 if c.seq is None else c.seq, float(c.start_us)))
         for k, c in enumerate(rows):
-            site = (str(c.get("dimension") or "unknown"), op, str(c.get("pg_desc") or pg), k)
+            site = (c.dimension or "unknown", op, c.pg_desc or pg, k)
             for metric, field in _SITE_FIELDS.items():
-                samples[site][metric][rank].append(c.get(field))
+                samples[site][metric][rank].append(getattr(c, field))
     out = {}
     for site, by_metric in samples.items():
         out[site] = {m: (None if (st := stat_over_ranks(by_metric[m])) is None else st.median) for m in _SITE_FIELDS}
@@ -130,10 +148,14 @@ class DiffResult:
     by_call_site: tuple[DiffRow, ...]
     notes: tuple[str, ...] = ()
 
+    def to_struct(self) -> DiffDoc:
+        """The diff as ``tracekit diff --format json`` writes it (formats.documents.DiffDoc)."""
+        return DiffDoc(schema=DIFF_SCHEMA, a=self.a_source, b=self.b_source, notes=list(self.notes),
+                       by_dimension=[r.to_struct() for r in self.by_dimension],
+                       by_call_site=[r.to_struct() for r in self.by_call_site])
+
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": DIFF_SCHEMA, "a": self.a_source, "b": self.b_source, "notes": list(self.notes),
-                "by_dimension": [r.to_dict() for r in self.by_dimension],
-                "by_call_site": [r.to_dict() for r in self.by_call_site]}
+        return to_builtins(self.to_struct())
 
 
 def diff(a: RunMetrics, b: RunMetrics, top: int = 10, floor_us: float = 1.0) -> DiffResult:

@@ -1,6 +1,8 @@
-"""The gate's metrics of one run (RunMetrics), read out of a `tracekit.summary/1` dict (docs/summary-schema.md):
-per (rank, step) values reduced to a Stat. Run-level metrics come from ``ranks[].steps``; dimension/op metrics
-from ``collectives`` (or, when a summary lists no collectives, from the run totals in ``by_dimension``)."""
+"""The gate's metrics of one run (RunMetrics), read out of the typed `tracekit.summary/1` (the Structs of
+formats/summary.py, docs/summary-schema.md): per (rank, step) values reduced to a Stat. Run-level metrics come from
+``ranks[].steps``; dimension/op metrics from ``collectives`` (or, when a summary lists no collectives, from the run
+totals in ``by_dimension``). Fields are read as the Structs type them: a figure the summary does not hold is null
+and gives no value (the check then says "no value"), never a zero."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ from typing import Any
 
 from ..errors import SummaryFormatError
 from ..formats.contract import STEP_KEYS, exposed_comm_share
-from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
+from ..formats.core import to_builtins
+from ..formats.summary import (
+    CollectiveRow,
+    DimensionRow,
+    RankSection,
+    RunSection,
+    StepFigures,
+    SummaryDoc,
+    Totals,
+    summary_from_builtins,
+)
 from ..model.layout import LayoutError, ParallelLayout
 from .stats import Stat, stat_over_ranks
 
@@ -25,6 +37,8 @@ LOWER_IS_WORSE = frozenset({"overlap_ratio", "busbw_gbps"})
 # Collective-instance field that each summed dimension metric adds up.
 _INSTANCE_FIELD = {"count": None, "bytes": "bytes", "comm_us": "dur_us", "hidden_comm_us": "hidden_us",
                    "exposed_comm_us": "exposed_us", "wait_us": "wait_us", "transfer_us": "transfer_us"}
+# The by_dimension fields a summed dimension metric reads (overlap_ratio, busbw_gbps and the share have rules).
+_DIM_FIELDS = frozenset({"count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,39 +68,48 @@ class Scope:
         return sorted(out, key=lambda s: (s.dimension, s.op))
 
 
-def _complete(row: Mapping) -> bool:
-    """A step row counts unless the analysis marked it incomplete (summaries before the flag: all count)."""
-    return row.get("complete", True) is not False
-
-
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or not den:
         return None
     return float(num) / float(den)
 
 
-class RunMetrics:
-    """One run's metrics for the gate: a validated summary dict (``data``, the dict itself) and the look-ups
-    that reduce its per-step values to a Stat."""
+def _sum(rows: list[CollectiveRow], field: str) -> float:
+    """A step's sum of one figure over its collectives. A row without the figure (``wait_us``/``transfer_us`` are
+    null where the cross-rank match found no peer) adds nothing; a run where no row has it gets no value at all
+    (``dim_stat``), never a sum of zeros."""
+    total = 0.0
+    for c in rows:
+        v = getattr(c, field)
+        if v is not None:
+            total += float(v)
+    return total
 
-    def __init__(self, data: Mapping[str, Any], source: str = "<summary>"):
-        schema = data.get("schema") if isinstance(data, Mapping) else None
-        if schema != SCHEMA and not str(schema or "").startswith(SCHEMA + "."):
-            raise SummaryFormatError(f"{source}: schema is {schema!r}, expected {SCHEMA!r}; "
-                                     "write it with `tracekit baseline` or `tracekit analyze --format json`")
-        if not isinstance(data.get("ranks"), list):
-            raise SummaryFormatError(f"{source}: no 'ranks' list; is this a tracekit summary?")
-        self.data = data
+
+class RunMetrics:
+    """One run's metrics for the gate: the typed summary (``doc``, a ``formats.summary.SummaryDoc``) and the
+    look-ups that reduce its per-step values to a Stat. Built from a Struct (a saved summary, decoded), or from
+    a dict (a fresh analysis, a test's hand-built summary), which goes through the same Struct first: the gate
+    reads one type whichever way the summary came. ``data`` is the document as written (absent keys absent, the
+    keys of a later minor revision kept): what ``tracekit baseline`` writes back."""
+
+    def __init__(self, doc: SummaryDoc | Mapping[str, Any], source: str = "<summary>",
+                 data: Mapping[str, Any] | None = None):
+        if not isinstance(doc, SummaryDoc):
+            data = doc if data is None else data
+            doc = summary_from_builtins(doc, source)
+        self.doc = doc
+        self.data: Mapping[str, Any] = to_builtins(doc) if data is None else data
         self.source = source
         self._steps = self._rank_steps()
-        self._left_out = {(int(r["rank"]), s.get("step")) for r in data["ranks"] for s in (r.get("steps") or [])
-                          if not _complete(s)}
+        # steps before the `complete` flag read as complete (the Struct's default): every one counts
+        self._left_out = {(r.rank, s.step) for r in doc.ranks for s in r.steps if not s.complete}
 
     # -- what the data holds --------------------------------------------------------------------------------
     @property
     def warnings(self) -> list[str]:
         """The loader's and the analysis' warnings, as the summary carries them."""
-        return [str(w) for w in self.data.get("warnings") or []]
+        return list(self.doc.warnings)
 
     @property
     def steps_left_out(self) -> int:
@@ -94,141 +117,152 @@ class RunMetrics:
         return len(self._left_out)
 
     def partial_reasons(self) -> list[str]:
-        return [f"rank {r['rank']} step {s.get('step')}: {s.get('partial_reason') or 'incomplete'}"
-                for r in self.data["ranks"] for s in (r.get("steps") or []) if not _complete(s)]
+        return [f"rank {r.rank} step {s.step}: {s.partial_reason or 'incomplete'}"
+                for r in self.doc.ranks for s in r.steps if not s.complete]
 
     @property
     def truncated_ranks(self) -> list[int]:
-        """Ranks whose trace file was cut short (salvaged by the loader)."""
-        return [int(r["rank"]) for r in self.data["ranks"] if r.get("truncated")]
+        """Ranks whose trace file was cut short (salvaged by the loader); ``truncated`` null (summaries before the
+        flag) is a whole file."""
+        return [r.rank for r in self.doc.ranks if r.truncated]
+
+    def _rows(self, r: RankSection) -> list[StepFigures] | list[Totals]:
+        """What a rank's run-level metrics are taken over: its complete steps; a rank without step rows, its
+        totals (a non-empty one); incomplete steps count nowhere."""
+        if r.steps:
+            return [s for s in r.steps if s.complete]
+        return [r.totals] if float(r.totals.wall_us) > 0 else []
+
+    @property
+    def only_totals(self) -> bool:
+        """No rank has step rows: the run-level figures are run totals (their basis), not per-step medians."""
+        return not any(r.steps for r in self.doc.ranks)
 
     @property
     def has_data(self) -> bool:
         """At least one complete step on some rank (or, for a summary without step rows, a non-empty total)."""
-        for r in self.data["ranks"]:
-            rows = r.get("steps") or []
-            if any(_complete(s) for s in rows):
-                return True
-            if not rows and float((r.get("totals") or {}).get("wall_us") or 0) > 0:
-                return True
-        return False
+        return any(self._rows(r) for r in self.doc.ranks)
 
     # -- identity -------------------------------------------------------------------------------------------
     @property
-    def run(self) -> Mapping[str, Any]:
-        return self.data.get("run") or {}
+    def run(self) -> RunSection:
+        return self.doc.run
 
     def identity(self) -> dict[str, Any]:
         """What must match for two runs to be compared: world size, layout (sizes of 1 dropped; flags such as
-        sequence_parallel and names such as cp_kind kept as they are), workload, device type. Absent fields
-        are None."""
-        run = self.run
+        sequence_parallel and names such as cp_kind kept as they are), workload, device type. A field the run
+        did not record is None (the summary's null)."""
+        run = self.doc.run
         try:
-            recorded = ParallelLayout.from_dict(run.get("layout") or {}, where=f"{self.source}: run.layout")
+            recorded = ParallelLayout.from_dict(run.layout, where=f"{self.source}: run.layout")
         except LayoutError as exc:
             raise SummaryFormatError(str(exc)) from None
         layout = {k: v for k, v in recorded.items() if not (isinstance(v, int) and not isinstance(v, bool) and v == 1)}
-        return {"world_size": run.get("world_size"), "layout": dict(sorted(layout.items())),
-                "workload": run.get("workload"), "device_type": run.get("device_type")}
+        return {"world_size": run.world_size, "layout": dict(sorted(layout.items())),
+                "workload": run.workload, "device_type": run.device_type}
 
     # -- run-level metrics ----------------------------------------------------------------------------------
-    def _rank_steps(self) -> dict[int, dict[Any, Mapping]]:
-        out: dict[int, dict[Any, Mapping]] = {}
-        for r in self.data["ranks"]:
-            steps = {s.get("step"): s for s in (r.get("steps") or []) if _complete(s)}
-            out[int(r["rank"])] = steps
-        return out
+    def _rank_steps(self) -> dict[int, dict[int, StepFigures]]:
+        return {r.rank: {s.step: s for s in r.steps if s.complete} for r in self.doc.ranks}
 
     def run_stat(self, metric: str) -> Stat | None:
-        per_rank: dict[int, list[float | None]] = {}
-        only_totals = True
-        for r in self.data["ranks"]:
-            rows = r.get("steps") or []
-            if rows:
-                only_totals = False
-                rows = [row for row in rows if _complete(row)]  # incomplete steps count nowhere
-            elif float((r.get("totals") or {}).get("wall_us") or 0) > 0:
-                rows = [r.get("totals") or {}]
-            if rows:
-                per_rank[int(r["rank"])] = [self._run_value(row, metric) for row in rows]
+        """None where no rank has a value: the metric is null in every row (a figure an older analyzer did not
+        write), or the run has no data; the checks say so in their message."""
+        per_rank = {r.rank: [self._run_value(row, metric) for row in rows]
+                    for r in self.doc.ranks if (rows := self._rows(r))}
         stat = stat_over_ranks(per_rank)
-        if stat is not None and only_totals:
+        if stat is not None and self.only_totals:
             stat = Stat(stat.median, stat.lo, stat.hi, stat.q1, stat.q3, stat.samples, "run total")
         return stat
 
     @staticmethod
-    def _run_value(row: Mapping, metric: str) -> float | None:
+    def _run_value(row: StepFigures | Totals, metric: str) -> float | None:
         if metric == "exposed_comm_share":
-            return exposed_comm_share(row.get("exposed_comm_us"), row.get("wall_us"))
-        v = row.get(metric)
+            return exposed_comm_share(row.exposed_comm_us, row.wall_us)
+        if metric not in STEP_KEYS:
+            raise KeyError(metric)
+        v = getattr(row, metric)
         return None if v is None else float(v)
 
     # -- dimension/op metrics -------------------------------------------------------------------------------
     @property
-    def collectives(self) -> list[Mapping]:
+    def collectives(self) -> list[CollectiveRow]:
         """Per-instance rows; none when the summary kept only the most exposed (`collectives_limit.omitted`): the
         figures then come from the complete `by_dimension` totals, never from a biased subset."""
-        if ((self.data.get("collectives_limit") or {}).get("omitted") or 0) > 0:
+        limit = self.doc.collectives_limit
+        if limit is not None and limit.omitted > 0:
             return []
-        return list(self.data.get("collectives") or [])
+        return list(self.doc.collectives)
+
+    @property
+    def dimension_basis(self) -> str:
+        """What a dimension/op figure is a median of: "per step" from the instances, "run total" from
+        ``by_dimension`` (no instances listed, or only the most exposed)."""
+        return "per step" if self.collectives else "run total"
 
     def scopes(self) -> list[Scope]:
-        """Every (dimension, op) the run has, from ``collectives`` or else ``by_dimension``."""
-        rows = self.collectives or list(self.data.get("by_dimension") or [])
-        pairs = {(str(c.get("dimension") or "unknown"), str(c.get("op") or "unknown")) for c in rows}
+        """Every (dimension, op) the run has, from ``collectives`` or else ``by_dimension`` ("" reads "unknown")."""
+        rows: list[CollectiveRow] | list[DimensionRow] = self.collectives or self.doc.by_dimension
+        pairs = {(c.dimension or "unknown", c.op or "unknown") for c in rows}
         return [Scope(d, o) for d, o in sorted(pairs)]
 
     def dim_stat(self, scope: Scope, metric: str) -> Stat | None:
         if not self.collectives:
             return self._dim_total(scope, metric)
-        groups: dict[tuple[int, Any], list[Mapping]] = defaultdict(list)
+        groups: dict[tuple[int, int], list[CollectiveRow]] = defaultdict(list)
         for c in self.collectives:
-            if (int(c["rank"]), c.get("step")) in self._left_out:
+            if (c.rank, c.step) in self._left_out:
                 continue
-            if scope.matches(str(c.get("dimension") or "unknown"), str(c.get("op") or "unknown")):
-                groups[(int(c["rank"]), c.get("step"))].append(c)
+            if scope.matches(c.dimension or "unknown", c.op or "unknown"):
+                groups[(c.rank, c.step)].append(c)
         if not groups:
             return None
         keys = {(rank, step) for rank, steps in self._steps.items() for step in steps} or set(groups)
-        has = {f: any(c.get(f) is not None for c in self.collectives) for f in ("wait_us", "transfer_us")}
+        has = {f: any(getattr(c, f) is not None for c in self.collectives) for f in ("wait_us", "transfer_us")}
         per_rank: dict[int, list[float | None]] = defaultdict(list)
         for rank, step in sorted(keys, key=lambda k: (k[0], str(k[1]))):
             per_rank[rank].append(self._step_value(groups.get((rank, step), []), metric, rank, step, has))
         return stat_over_ranks(per_rank)
 
-    def _step_value(self, rows: list[Mapping], metric: str, rank: int, step: Any, has: dict) -> float | None:
+    def _step_value(self, rows: list[CollectiveRow], metric: str, rank: int, step: int,
+                    has: dict[str, bool]) -> float | None:
+        """One (rank, step)'s value; a step without collectives of the scope counts 0 (nothing of it ran), a
+        step without a wall time (only in the instances) gives no exposed share."""
         if metric == "count":
             return float(len(rows))
         if metric in _INSTANCE_FIELD:
             field = _INSTANCE_FIELD[metric]
+            assert field is not None
             if field in has and not has[field]:
                 return None
-            return float(sum(float(c.get(field) or 0) for c in rows))
+            return _sum(rows, field)
         if metric == "busbw_gbps":
-            vals = [float(c["busbw_gbps"]) for c in rows if c.get("busbw_gbps") is not None]
+            vals = [float(c.busbw_gbps) for c in rows if c.busbw_gbps is not None]
             return statistics.median(vals) if vals else None
         if metric == "overlap_ratio":
-            return _ratio(sum(float(c.get("hidden_us") or 0) for c in rows),
-                          sum(float(c.get("dur_us") or 0) for c in rows))
+            return _ratio(_sum(rows, "hidden_us"), _sum(rows, "dur_us"))
         if metric == "exposed_comm_share":
-            wall = (self._steps.get(rank, {}).get(step) or {}).get("wall_us")
-            return exposed_comm_share(sum(float(c.get("exposed_us") or 0) for c in rows), wall)
+            row = self._steps.get(rank, {}).get(step)
+            return exposed_comm_share(_sum(rows, "exposed_us"), None if row is None else row.wall_us)
         raise KeyError(metric)
 
     def _dim_total(self, scope: Scope, metric: str) -> Stat | None:
-        rows = [e for e in self.data.get("by_dimension") or []
-                if scope.matches(str(e.get("dimension") or "unknown"), str(e.get("op") or "unknown"))]
+        """From ``by_dimension``: the run's totals of the scope's rows; None where a row lacks the figure
+        (``wait_us`` and ``transfer_us`` of a single-rank run), a busbw over several ops (a sum of bandwidths
+        means nothing), or the exposed share (no wall time per dimension)."""
+        rows = [e for e in self.doc.by_dimension if scope.matches(e.dimension or "unknown", e.op or "unknown")]
         if not rows:
             return None
+        value: float | None
         if metric == "overlap_ratio":
-            value = _ratio(sum(float(e.get("hidden_comm_us") or 0) for e in rows),
-                           sum(float(e.get("comm_us") or 0) for e in rows))
+            value = _ratio(sum(float(e.hidden_comm_us) for e in rows), sum(float(e.comm_us) for e in rows))
         elif metric == "busbw_gbps":
-            value = rows[0].get("busbw_gbps") if len(rows) == 1 else None
-        elif metric == "exposed_comm_share" or any(e.get(metric) is None for e in rows):
+            value = rows[0].busbw_gbps if len(rows) == 1 else None
+        elif metric == "exposed_comm_share" or metric not in _DIM_FIELDS:
             value = None
         else:
-            value = sum(float(e[metric]) for e in rows)
+            figures = [getattr(e, metric) for e in rows]
+            value = None if any(v is None for v in figures) else sum(float(v) for v in figures)
         return None if value is None else Stat.single(value)
 
     def stat(self, metric: str, scope: Scope | None = None) -> Stat | None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats.contract import GATE_SCHEMA
+from ..formats.core import to_builtins
+from ..formats.documents import CheckDoc, StatDoc, VerdictDoc
 from .stats import Stat
 
 
@@ -25,12 +28,14 @@ class CheckResult:
     change: float | None = None  # (now - baseline) / baseline; None when there is no baseline value
     op: str = ""  # a budget's comparison: "<=", "<", ">=", ">"
 
+    def to_struct(self) -> CheckDoc:
+        """The check as ``tracekit.gate/1`` writes it (a float that is not finite is written null)."""
+        return CheckDoc(kind=self.kind, name=self.name, passed=self.passed, message=self.message, metric=self.metric,
+                        scope=self.scope, baseline=_stat(self.baseline), current=_stat(self.current),
+                        limit=_finite(self.limit), op=self.op, change=_finite(self.change))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "passed": self.passed, "message": self.message,
-                "metric": self.metric, "scope": self.scope,
-                "baseline": None if self.baseline is None else self.baseline.to_dict(),
-                "current": None if self.current is None else self.current.to_dict(),
-                "limit": self.limit, "op": self.op, "change": self.change}
+        return to_builtins(self.to_struct())
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +62,23 @@ class GateReport:
         return f"tracekit check: {'PASSED' if not f else 'FAILED'}: {n - f} of {n} checks passed" + (
             f", {f} failed" if f else "")
 
+    def to_struct(self) -> VerdictDoc:
+        """The verdict as ``tracekit check --json`` writes it and ``tracekit report --verdict`` reads it back."""
+        return VerdictDoc(schema=GATE_SCHEMA, passed=self.passed, current=self.current_source,
+                          baseline=self.baseline_source, run=dict(self.identity), notes=list(self.notes),
+                          warnings=list(self.warnings), checks=[c.to_struct() for c in self.checks])
+
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": GATE_SCHEMA, "passed": self.passed, "current": self.current_source,
-                "baseline": self.baseline_source, "run": dict(self.identity), "notes": list(self.notes),
-                "warnings": list(self.warnings),
-                "checks": [c.to_dict() for c in self.checks]}
+        return to_builtins(self.to_struct())
+
+
+def _finite(v: float | None) -> float | None:
+    """The verdict's numbers: a change from a zero baseline or an absurd input never becomes a NaN token."""
+    return v if v is None or math.isfinite(v) else None
+
+
+def _stat(s: Stat | None) -> StatDoc | None:
+    if s is None:
+        return None
+    return StatDoc(median=_finite(s.median), min=_finite(s.lo), max=_finite(s.hi), q1=_finite(s.q1),
+                   q3=_finite(s.q3), samples=s.samples, basis=s.basis)

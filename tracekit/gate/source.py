@@ -4,7 +4,6 @@ analyses. Only the loader reads trace files: a file is told apart by its first b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ def _is_trace(path: Path) -> bool:
 
 
 def summary_from_traces(path: Path, window: str | None = None, options: Any = None,
-                        executor: Any = None) -> Mapping[str, Any]:
+                        executor: Any = None) -> dict[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer. A run
     without complete steps still gives a summary (its steps marked incomplete): the gate fails it. ``options``:
     the loader's LoadOptions (limits, rules, cache), as the analysing commands take them."""
@@ -37,17 +36,20 @@ def summary_from_traces(path: Path, window: str | None = None, options: Any = No
 def load_summary(path: str | Path, window: str | None = None, options: Any = None, executor: Any = None
                  ) -> RunMetrics:
     """A RunMetrics from a summary JSON file, or from traces (analysed on the fly; ``window`` as
-    ``tracekit analyze --window``). A trace, even one cut short, is told apart by its first bytes."""
+    ``tracekit analyze --window``). A trace, even one cut short, is told apart by its first bytes. Either way
+    the gate reads a validated SummaryDoc: the analysis' dict goes through the same Struct as a file."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
         return RunMetrics(summary_from_traces(p, window, options, executor), str(p))
     limit = getattr(options, "max_bytes", None)
-    return RunMetrics(read_summary_as_written(p, **({"max_bytes": limit} if limit else {}))[1], str(p))
+    doc, written = read_summary_as_written(p, **({"max_bytes": limit} if limit else {}))
+    return RunMetrics(doc, str(p), written)
 
 
 def write_summary(summary: RunMetrics, path: str | Path) -> None:
-    """The run's summary dict as a baseline file (one space of indent, keys in order, never a NaN token)."""
+    """The run's summary as a baseline file: the document as it was written or analysed (one space of indent,
+    keys in order, never a NaN token)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(core.dumps(summary.data, indent=1) + "\n", encoding="utf-8")

@@ -10,20 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
-from typing import Any
 
+import msgspec
 import numpy as np
 
+from ..formats.cache_meta import MAX_RANK as _MAX_RANK
+from ..formats.cache_meta import decode_meta
+from ..formats.core import one_line
 from ..model.events import COLUMNS, SCHEMA_VERSION, STRING_COLUMNS, EventKind, EventTable
 from ..model.traceset import RankInfo
 from .checks import out_of_range_times
 
 _KEY = b"tracekit"
 _MAX_META_BYTES = 512 * 1024**2
-_MAX_RANK = 2**31 - 1
-_INT_FIELDS = ("rank", "world_size", "base_time_ns")
-_STR_FIELDS = ("backend", "source", "device_type", "trace_id", "nccl_version", "host_name")
 
 
 def cache_path(path: str, cache_dir: str | None) -> str:
@@ -52,6 +51,8 @@ def read_cache(path: str, options, notes: list[str] | None = None) -> tuple[Even
     why: str | None
     try:
         hit = _read(path, target, options)
+    except ValueError as exc:  # the metadata's Struct or a bound refused it: the message names the field
+        hit, why = None, f"invalid: {one_line(exc)[:200]}"
     except Exception as exc:  # a cache file is untrusted input: whatever it does, reload from the trace
         hit, why = None, f"unreadable: {type(exc).__name__}"
     else:
@@ -71,24 +72,18 @@ def _read(path: str, target: str, options) -> tuple[EventTable, RankInfo] | None
     raw = (pf.schema_arrow.metadata or {}).get(_KEY, b"")
     if len(raw) > _MAX_META_BYTES:
         raise ValueError("cache metadata too large")
-    meta = json.loads(raw)
-    if not isinstance(meta, dict):
+    doc = msgspec.json.decode(raw)
+    if not isinstance(doc, dict):
         raise ValueError("cache metadata is not an object")
-    if meta.get("stamp") != source_stamp(path) or meta.get("rules") != _rules_key(options):
-        return None  # stale: the normal case after the trace changed, no warning
+    if doc.get("stamp") != source_stamp(path) or doc.get("rules") != _rules_key(options):
+        return None  # stale: the normal case after the trace changed (any older layout too), no warning
+    meta = decode_meta(doc)
     rows, most = pf.metadata.num_rows, _most_rows(path, options)
     if rows > most:  # checked before reading: RLE-encoded columns could inflate to any size
         raise ValueError(f"{rows} rows, more than the trace could hold ({most})")
     table = pf.read(columns=list(COLUMNS))
     cols = {k: table.column(k).to_numpy().astype(d, copy=False) for k, d in COLUMNS.items()}
-    strings = meta["strings"]
-    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
-        raise ValueError("string table is not a list of strings")
-    info = meta["info"]
-    why = _info_problem(info)
-    if why:
-        raise ValueError(why)
-    return EventTable(cols, tuple(strings)), RankInfo.from_dict(info)
+    return EventTable(cols, tuple(meta.strings)), meta.info.rank_info()
 
 
 def _most_rows(path: str, options) -> int:
@@ -97,36 +92,6 @@ def _most_rows(path: str, options) -> int:
     size = os.path.getsize(path)
     ratio = getattr(options, "max_gzip_ratio", 200) if path.endswith(".gz") else 1
     return int(max(2**20, size * ratio // 40))
-
-
-def _info_problem(d: Any) -> str | None:
-    """Types of the cached RankInfo fields, checked before ``RankInfo.from_dict`` converts them."""
-    if not isinstance(d, dict):
-        return "rank info is not an object"
-    for k in _INT_FIELDS:
-        if type(d.get(k)) is not int:
-            return f"rank info {k} is not an integer"
-    for k in _STR_FIELDS:
-        if not isinstance(d.get(k, ""), str):
-            return f"rank info {k} is not a string"
-    pgs, props, gen, warns = (d.get("process_groups", []), d.get("device_properties", []), d.get("generation", {}),
-                              d.get("warnings", []))
-    if not isinstance(pgs, list) or not all(isinstance(p, dict) and _pg_ok(p) for p in pgs):
-        return "process groups malformed"
-    if not isinstance(props, list) or not all(isinstance(p, dict) for p in props):
-        return "device properties malformed"
-    if not isinstance(gen, dict) or not all(isinstance(v, str) for v in gen.values()):
-        return "format generation malformed"
-    if not isinstance(warns, list) or not all(isinstance(w, str) for w in warns):
-        return "warnings malformed"
-    return None
-
-
-def _pg_ok(p: Mapping) -> bool:
-    ranks, size = p.get("ranks", []), p.get("size", 0)
-    return (isinstance(ranks, list) and all(type(r) is int and 0 <= r <= _MAX_RANK for r in ranks)
-            and type(size) is int and 0 <= size <= _MAX_RANK
-            and all(isinstance(p.get(k, ""), str) for k in ("name", "desc", "backend", "dimension")))
 
 
 def validate(table: EventTable, info: RankInfo) -> str | None:

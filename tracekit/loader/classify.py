@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..formats.rules import rule_entries
 from ..model.dtypes import TRACE_BYTES
 from .files import read_limited
 from .patterns import Matcher, check_pattern, compile_pattern
@@ -129,13 +130,12 @@ class RuleSet:
 
 
 MAX_RULES_FILE_BYTES = 1024**2  # a rule file is a few dozen [[comm]] tables
-MAX_RULES = 10_000
-_RULE_KEYS = ("pattern", "library", "op")
 
 
 def load_rules_toml(path: str, base: RuleSet | None = None) -> RuleSet:
-    """Extend the rule table from a TOML file of ``[[comm]]`` tables (pattern, library, op). Anything else (not
-    UTF-8, not TOML, a field of the wrong type, an unknown key) is a ConfigError naming the file and field."""
+    """Extend the rule table from a TOML file of ``[[comm]]`` tables (pattern, library, op: the Struct
+    ``formats.rules.RuleEntry``). Anything else (not UTF-8, not TOML, a field of the wrong type, an unknown key) is
+    a ConfigError naming the file, the entry and the field."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -147,31 +147,10 @@ def load_rules_toml(path: str, base: RuleSet | None = None) -> RuleSet:
         raise ConfigError(f"{path}: the comm rule file is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); expected [[comm]] tables with a pattern") from None
-    entries = doc.get("comm", [])
-    if not isinstance(entries, list):
-        raise ConfigError(f"{path}: 'comm' must be an array of tables ([[comm]]), not a {type(entries).__name__}")
-    if len(entries) > MAX_RULES:
-        raise ConfigError(f"{path}: {len(entries)} [[comm]] rules (limit {MAX_RULES})")
     rules, notes = [], []
-    for i, entry in enumerate(entries):
-        where = f"{path}: [[comm]] entry {i + 1}"
-        rule, note = _rule_from_toml(entry, where)
-        rules.append(rule)
+    for i, entry in enumerate(rule_entries(doc, path)):
+        note = check_pattern(entry.pattern, f"{path}: [[comm]] entry {i + 1}, field 'pattern'")
+        rules.append(CommRule(entry.pattern, entry.library, entry.op))
         notes += [note] if note else []
     base = base or RuleSet()
     return RuleSet(tuple(rules) + base.rules, base.notes + tuple(notes))
-
-
-def _rule_from_toml(entry: object, where: str) -> tuple[CommRule, str | None]:
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: must be a table with a string 'pattern', not a {type(entry).__name__}")
-    if "pattern" not in entry:
-        raise ConfigError(f"{where} needs a string 'pattern'")
-    extra = sorted(set(entry) - set(_RULE_KEYS))
-    if extra:
-        raise ConfigError(f"{where}: unknown field {extra[0]!r} (fields: pattern, library, op)")
-    for key in ("library", "op"):
-        if key in entry and not isinstance(entry[key], str):
-            raise ConfigError(f"{where}: field '{key}' must be a string, not {type(entry[key]).__name__}")
-    note = check_pattern(entry["pattern"], f"{where}, field 'pattern'")
-    return CommRule(entry["pattern"], entry.get("library", "user"), entry.get("op", "")), note

@@ -18,6 +18,7 @@ from typing import IO, Any, ClassVar, Protocol
 
 from ..errors import ConfigError
 from ..formats.contract import SUMMARY_SCHEMA
+from ..formats.core import family_major, schema_accepted
 
 Output = IO[Any] | Path | str
 
@@ -98,7 +99,9 @@ class StreamReporter:
 
 
 def check_summary(summary: Any) -> None:
-    if not isinstance(summary, Mapping) or summary.get("schema") != SUMMARY_SCHEMA:
+    """A summary the reporters can render: ``tracekit.summary/1`` or a minor revision of it (formats.core's one
+    version policy, as ``read_summary`` applies it)."""
+    if not isinstance(summary, Mapping) or not schema_accepted(summary.get("schema"), *family_major(SUMMARY_SCHEMA)):
         got = summary.get("schema") if isinstance(summary, Mapping) else type(summary).__name__
         raise ConfigError(f"summary: schema {got!r} is not {SUMMARY_SCHEMA!r}; "
                           "produce it with `tracekit analyze --format json`")

@@ -1,5 +1,6 @@
 """The JSON reporter: any document that is a mapping or has ``to_dict()`` (a summary, the gate's verdict, a diff,
-`tracekit info`, the memory model, a timeline record), written as it is, so another tool can read it."""
+`tracekit info`, the memory model, a timeline record), written as it is, so another tool can read it. A document
+with ``to_struct()`` (the verdict, the diff) is written from its formats Struct by formats.core's encoder."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from ..errors import ConfigError
+from ..formats import core
 from .base import StreamReporter
 
 
@@ -33,6 +35,10 @@ class JsonReporter(StreamReporter):
 
     def write(self, doc: Any, stream: IO[Any], *, indent: int | None = 1, sort_keys: bool = False,
               allow_nan: bool = True, newline: bool = True, **_: Any) -> tuple[str, ...]:
-        text = json.dumps(as_json_data(doc), indent=indent, sort_keys=sort_keys, allow_nan=allow_nan)
+        to_struct = getattr(doc, "to_struct", None)
+        if to_struct is not None and not sort_keys:  # a typed document (verdict, diff): the one encoder, no NaN
+            text = core.encode_text(to_struct(), indent=indent)
+        else:
+            text = json.dumps(as_json_data(doc), indent=indent, sort_keys=sort_keys, allow_nan=allow_nan)
         stream.write(text + "\n" if newline else text)
         return ()

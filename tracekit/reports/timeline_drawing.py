@@ -26,11 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from msgspec import UNSET
 
 from ..errors import ConfigError
 from ..formats.contract import TIMELINE_CATEGORIES as CATEGORIES
 from ..formats.contract import TIMELINE_SCHEMA
-from ..formats.core import family_major, schema_accepted
+from ..formats.core import to_builtins
+from ..formats.documents import TimelineDoc, TimelineRank, timeline_from_builtins
 
 DEFAULT_MAX_EVENTS = 20_000
 
@@ -65,22 +67,6 @@ def clock_text(clock: Mapping) -> str:
     return ("Time axis: each rank's lanes in µs from its own step start, on its own clock (this timeline carries no "
             "clock offsets); the critical path lane is on the reference rank's clock from the path's start, so "
             "across ranks it lines up only approximately.")
-
-
-def _check(tl: Mapping) -> None:
-    if not schema_accepted(tl.get("schema"), *family_major(TIMELINE_SCHEMA)):
-        raise ConfigError(f"timeline: schema {tl.get('schema')!r} is not {TIMELINE_SCHEMA!r} (or a minor revision); "
-                          "pass the analyzer's timeline output unchanged")
-    if tl.get("clock") is not None:
-        for r in tl.get("ranks", []):
-            if not isinstance(r.get("shift_ns"), int):
-                raise ConfigError(f"timeline: rank {r.get('rank')}: no shift_ns though the document has a clock; "
-                                  "pass the analyzer's timeline output unchanged")
-    for r in tl.get("ranks", []):
-        for iv in r.get("intervals", []):
-            if iv[2] not in CATEGORIES or not iv[1] >= iv[0]:
-                raise ConfigError(f"timeline: rank {r.get('rank')}: bad interval {iv!r}; expected "
-                                  f"[start_us, end_us >= start_us, one of {CATEGORIES}]")
 
 
 def from_collectives(summary: Mapping) -> dict:
@@ -134,59 +120,75 @@ def _merge(a: np.ndarray, gap: float | None) -> np.ndarray:
     return np.stack([a[starts, 0], np.maximum.reduceat(a[:, 1], starts)], axis=1)
 
 
-def prepare(summary: Mapping, timeline: Mapping | None, max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
-    """Validate, pick the source, and downsample above ``max_events`` intervals by merging short gaps."""
+def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None,
+            max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
+    """Validate (into formats.documents.TimelineDoc, whichever way the timeline came), pick the source, and
+    downsample above ``max_events`` intervals by merging short gaps."""
     if max_events < 1:
         raise ConfigError(f"--max-timeline-events must be at least 1, got {max_events}")
-    tl = timeline if timeline is not None else summary.get("timeline")
+    given = timeline if timeline is not None else summary.get("timeline")
     source = "analyzer"
-    if tl is None:
-        tl, source = from_collectives(summary), "collectives"
-    _check(tl)
+    if given is None:  # the stand-in goes through the same Struct
+        tl, source = timeline_from_builtins(from_collectives(summary), "the summary's collectives"), "collectives"
+    else:
+        tl = given if isinstance(given, TimelineDoc) else timeline_from_builtins(given)
     per_rank = []
-    for r in tl.get("ranks", []):
+    for r in tl.ranks:
         cats = {}
         for c in CATEGORIES:
-            iv = sorted((float(s), float(e)) for s, e, k in r.get("intervals", []) if k == c)
+            iv = sorted((float(s), float(e)) for s, e, k in r.intervals if k == c)
             cats[c] = np.asarray(iv, dtype=np.float64).reshape(-1, 2)
         per_rank.append((r, cats))
     series = [a for _, cats in per_rank for a in cats.values()]
     total = sum(len(a) for a in series)
     gap = merge_gap(series, max_events)
-    common = tl.get("clock") is not None
-    origin_ns = _origin_ns(tl) if common else 0
+    clock_doc = None if tl.clock is UNSET else tl.clock
+    origin_ns = _origin_ns(tl) if clock_doc is not None else 0
     ranks, shown = [], 0
     for r, cats in per_rank:
+        window = _window(r)
         # integer ns from the origin: own µs (3 decimals) + shift, exact however far apart the ranks' bases are
-        move_ns = int(r["shift_ns"]) - origin_ns if common else -_ns((r.get("window_us") or [0.0])[0])
+        move_ns = _shift(r) - origin_ns if clock_doc is not None else -_ns((window or [0.0])[0])
         merged = {c: _merge(a, gap) for c, a in cats.items()}
         shown += sum(len(a) for a in merged.values())
-        ranks.append({"rank": r["rank"], "step": r.get("step"), "window_us": list(r.get("window_us", [])),
+        ranks.append({"rank": r.rank, "step": None if r.step is UNSET else r.step, "window_us": window,
                       "intervals": {c: _moved(a, move_ns) for c, a in merged.items()}})
-        if common:
-            ranks[-1]["offset_ns"] = r.get("offset_ns", 0)
+        if clock_doc is not None:
+            ranks[-1]["offset_ns"] = _offset(r)
     clock: dict = {"common": False}
     path = None
-    if common:
-        c = tl["clock"]
-        clock = {"common": True, "reference_rank": c["reference_rank"], "origin_us": round(origin_ns / 1e3, 3),
-                 "offsets_ns": {str(r["rank"]): int(r.get("offset_ns", 0)) for r in tl.get("ranks", [])}}
-        cp = tl.get("critical_path")
-        if cp:
-            path = {**cp, "segments": [{**g, "start_us": (_ns(g["start_us"]) - origin_ns) / 1e3} for g in cp["segments"]]}
+    if clock_doc is not None:
+        clock = {"common": True, "reference_rank": clock_doc.reference_rank, "origin_us": round(origin_ns / 1e3, 3),
+                 "offsets_ns": {str(r.rank): _offset(r) for r in tl.ranks}}
+        if tl.critical_path is not UNSET:
+            path = to_builtins(tl.critical_path)
+            path["segments"] = [{**g, "start_us": (_ns(g["start_us"]) - origin_ns) / 1e3} for g in path["segments"]]
     return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0), clock, path)
+
+
+def _window(r: TimelineRank) -> list[float]:
+    return [] if r.window_us is UNSET else list(r.window_us)
+
+
+def _offset(r: TimelineRank) -> int:
+    """The rank's clock offset in ns; a 1.1 rank without one is on the reference clock (0)."""
+    return 0 if r.offset_ns is UNSET else int(r.offset_ns)
+
+
+def _shift(r: TimelineRank) -> int:
+    return 0 if r.shift_ns is UNSET else int(r.shift_ns)  # a 1.1 rank always has one (_checked_timeline)
 
 
 def _moved(a: np.ndarray, move_ns: int) -> list:
     return ((np.round(a * 1e3).astype(np.int64) + move_ns).astype(np.float64) / 1e3).round(3).tolist()
 
 
-def _origin_ns(tl: Mapping) -> int:
+def _origin_ns(tl: TimelineDoc) -> int:
     """The common axis' origin: the earliest window start over ranks (and path segment), in ns on the common clock."""
-    starts = [_ns(r["window_us"][0]) + int(r["shift_ns"]) for r in tl.get("ranks", []) if r.get("window_us")]
-    starts += [_ns(g["start_us"]) for g in (tl.get("critical_path") or {}).get("segments") or []]
+    starts = [_ns(w[0]) + _shift(r) for r in tl.ranks if (w := _window(r))]
+    if tl.critical_path is not UNSET:
+        starts += [_ns(g.start_us) for g in tl.critical_path.segments]
     return min(starts, default=0)
-
 
 
 PATH_KINDS = ("compute", "comm_transfer", "comm_wait", "host", "memcpy", "idle")

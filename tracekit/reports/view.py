@@ -12,8 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import UNSET, UnsetType
+
 from ..formats import units
 from ..formats.contract import CORE_STEP_KEYS, exposed_comm_share
+from ..formats.documents import CheckDoc, StatDoc, VerdictDoc, verdict_from_builtins
 
 # The columns of the summary's tables that both the terminal and the HTML report show.
 DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
@@ -175,30 +178,39 @@ def rank_totals(summary: Mapping) -> list[dict]:
             for i, r in enumerate(ranks)]
 
 
-def verdict(v: Mapping | None) -> dict | None:
+def verdict(v: VerdictDoc | Mapping | None) -> dict | None:
     """The CI verdict's rows, from `tracekit check --json` (tracekit.gate/1: each check's ``current`` and
     ``baseline`` are step statistics, budgets have ``op`` and ``limit``) or the plain documented form
-    ({passed, baseline, checks: [{name, value, baseline, budget, passed, message}]})."""
-    if not v:
+    ({passed, baseline, checks: [{name, value, baseline, budget, passed, message}]}). Read from the Struct
+    (formats.documents.VerdictDoc); a verdict given as dicts is validated into it first."""
+    if v is None or (isinstance(v, Mapping) and not v):
         return None
-    rows = []
-    for c in v.get("checks") or []:
-        metric = str(c.get("metric") or c.get("name") or "")
-        fmt = units.for_metric(metric)
-        value = c.get("value", _median(c.get("current")))
-        base = c.get("baseline")
-        base = _median(base) if isinstance(base, Mapping) else base
-        budget = c.get("budget")
-        if budget is None and c.get("limit") is not None:
-            budget = f"{c.get('op', '')} {fmt(c['limit'])}"
-        rows.append({"name": c.get("name", metric), "value": fmt(value) if _is_num(value) else value,
-                     "baseline": fmt(base) if _is_num(base) else base, "budget": budget or "",
-                     "passed": bool(c.get("passed")), "message": c.get("message", "")})
-    return {"passed": bool(v.get("passed")), "baseline": v.get("baseline") or "", "checks": rows}
+    doc = v if isinstance(v, VerdictDoc) else verdict_from_builtins(v)
+    return {"passed": doc.passed, "baseline": _given(doc.baseline) or "", "checks": [_check_row(c) for c in doc.checks]}
 
 
-def _median(stat) -> float | None:
-    return stat.get("median") if isinstance(stat, Mapping) else stat
+def _check_row(c: CheckDoc) -> dict:
+    """A field the check does not carry (UNSET) falls back as the two forms say: the plain form's ``value`` is the
+    gate form's ``current`` median, its ``budget`` text the gate form's ``op`` and ``limit``."""
+    metric = _given(c.metric) or _given(c.name) or ""
+    fmt = units.for_metric(metric)
+    value = _median(c.current) if c.value is UNSET else c.value
+    base = _median(c.baseline)
+    budget, limit = _given(c.budget), _given(c.limit)
+    if budget is None and limit is not None:
+        budget = f"{_given(c.op) or ''} {fmt(limit)}"
+    return {"name": _given(c.name) or metric, "value": fmt(value) if _is_num(value) else value,
+            "baseline": fmt(base) if _is_num(base) else base, "budget": budget or "", "passed": c.passed,
+            "message": _given(c.message) or ""}
+
+
+def _given(x: Any) -> Any:
+    """None for a field the document does not have (msgspec's UNSET), else the field."""
+    return None if x is UNSET else x
+
+
+def _median(stat: StatDoc | float | str | None | UnsetType) -> float | str | None:
+    return _given(stat.median) if isinstance(stat, StatDoc) else _given(stat)
 
 
 def _is_num(x) -> bool:

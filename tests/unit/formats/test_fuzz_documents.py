@@ -86,3 +86,33 @@ def test_hostile_summary_documents(tmp_path_factory, which, value, delete, comma
             text = res.stdout if out is None else (out.read_text() if Path(out).exists() else None)
             if text:
                 msgspec.json.decode(text)  # strict JSON: NaN or Infinity tokens would fail here
+
+
+@cache
+def critical_summary() -> dict:
+    """Two ranks with the critical path and its what-if table: the typed sections the first summary lacks."""
+    traces = tracekit.load([gpu_trace("pp-sendrecv-128rank-rank0.json.gz"), gpu_trace("pp-sendrecv-128rank-rank1.json.gz")])
+    return tracekit.analyze(traces, critical_path=True).to_dict()
+
+
+@cache
+def critical_paths() -> tuple[tuple, ...]:
+    return tuple(p for p in _paths(critical_summary()) if p and p[0] == "critical_path")
+
+
+@FUZZ
+@given(st.integers(0, 10**6), st.sampled_from(HOSTILE), st.booleans(), st.integers(0, 1))
+def test_hostile_critical_path_sections(tmp_path_factory, which, value, delete, command):
+    """report --summary draws the critical path; check reads the rest: a hostile value anywhere in the section is
+    a pass (the section is not the gate's), exit 2/3 and one line, never a traceback."""
+    tmp = tmp_path_factory.mktemp("fuzzcp")
+    paths = critical_paths()
+    bad = tmp / "bad.json"
+    bad.write_text(json.dumps(_mutate(critical_summary(), paths[which % len(paths)], value, delete)))
+    args = [["report", "--summary", str(bad), "-o", str(tmp / "r.html")],
+            ["check", str(bad), "--budget", "exposed_comm_share<=1", "--json", str(tmp / "v.json")]][command]
+    res = CliRunner().invoke(cli, args)
+    assert res.exception is None or isinstance(res.exception, SystemExit), (args, repr(res.exception))
+    assert res.exit_code in (0, 1, 2, 3), (args, res.exit_code, res.output)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("tracekit: error:")]
+    assert len(errors) <= 1 and (res.exit_code in (0, 1) or len(errors) == 1), res.stderr

@@ -14,9 +14,10 @@ import pytest
 
 import tracekit
 from tests.helpers.data import gpu_trace
+from tests.helpers.summaries import tp_run
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.formats import core
-from tracekit.formats.documents import read_timeline, read_verdict
+from tracekit.formats.documents import DiffDoc, TimelineDoc, VerdictDoc, read_timeline, read_verdict
 from tracekit.formats.summary import SummaryDoc, as_dict, decode_summary, read_summary
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "summary-schema.md"
@@ -153,17 +154,17 @@ def test_verdict_and_timeline_shapes(tmp_path):
     good = {"schema": "tracekit.gate/1", "passed": False, "checks": [
         {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
          "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="}]}
-    assert read_verdict(_write(tmp_path, good)) == good
+    assert core.to_builtins(read_verdict(_write(tmp_path, good))) == good
     plain = {"passed": True, "baseline": "b.json", "checks": [{"name": "x", "value": 1.0, "baseline": 2.0,
                                                                "budget": "x<=3", "passed": True, "message": ""}]}
-    assert read_verdict(_write(tmp_path, plain)) == plain
+    assert core.to_builtins(read_verdict(_write(tmp_path, plain))) == plain
     for bad, where in (({**good, "passed": "yes"}, "$.passed"), ({**good, "schema": "tracekit.gate/9"}, "gate/9"),
                        ({**good, "checks": [{"passed": True, "limit": float("nan")}]}, "NaN")):
         with pytest.raises(ConfigError, match=re.escape(where)):
             read_verdict(_write(tmp_path, bad))
     tl = {"schema": "tracekit.timeline/1", "ranks": [{"rank": 0, "step": 1, "window_us": [0.0, 5.0],
                                                       "intervals": [[0.0, 1.0, "compute"], [1.0, 2.0, "exposed"]]}]}
-    assert read_timeline(_write(tmp_path, tl)) == tl
+    assert json.loads(core.encode(read_timeline(_write(tmp_path, tl)))) == tl
     for bad, where in (({**tl, "ranks": [{"rank": 0, "intervals": [[0, 1, "gpu"]]}]}, "$.ranks[0].intervals[0][2]"),
                        ({**tl, "ranks": [{"rank": 0, "intervals": [[2, 1, "compute"]]}]}, "ends before it starts"),
                        ({**tl, "ranks": {"0": []}}, "$.ranks")):
@@ -173,16 +174,21 @@ def test_verdict_and_timeline_shapes(tmp_path):
 
 # -- the schema doc and the Structs say the same ----------------------------------------------------------------
 
-def _struct_keys(t: object, out: set[str]) -> None:
-    """Every field name reachable from a Struct type (through lists, unions, nested Structs)."""
+def _struct_keys(t: object, out: set[str], skip: frozenset[str] = frozenset()) -> None:
+    """Every field name reachable from a Struct type (through lists, unions, nested Structs); the fields named in
+    ``skip`` count, their contents are not walked (a section documented in another file)."""
     info = msgspec.inspect.type_info(t)
     stack = [info]
+    seen: set[type] = set()  # by Struct, not by field name: CheckDoc.baseline is walked though VerdictDoc has one
     while stack:
         i = stack.pop()
         if isinstance(i, msgspec.inspect.StructType):
+            if i.cls in seen:
+                continue
+            seen.add(i.cls)
             for f in i.fields:
-                if f.name not in out:
-                    out.add(f.name)
+                out.add(f.name)
+                if f.name not in skip:
                     stack.append(f.type)
         elif isinstance(i, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
             stack.append(getattr(i, "item_type", None) or i.value_type)
@@ -197,6 +203,99 @@ def test_summary_schema_doc_matches_the_structs():
     block = re.sub(r'"activation_memory": \{.*?\n(?=  "warnings")', '"activation_memory": {}\n', block, flags=re.S)
     documented = set(re.findall(r'"([a-z_]+)":', block))
     declared: set[str] = set()
-    _struct_keys(SummaryDoc, declared)
+    # `{...}` here: docs/whatif.md and docs/activation-memory.md have them
+    _struct_keys(SummaryDoc, declared, skip=frozenset({"critical_path", "activation_memory"}))
     declared -= {"timeline"}  # accepted from `report --summary` inputs, never written by the analyzer
     assert documented == declared, documented ^ declared
+
+
+INPUTS = DOCS.parent / "report-inputs.md"
+
+
+def _documented(path: Path, heading: str) -> set[str]:
+    """The keys of the first ```json block after ``heading`` in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    block = text[text.index(heading):].split("```json", 1)[1].split("```", 1)[0]
+    block = re.sub(r'"run": \{[^}]*\{[^}]*\}[^}]*\}', '"run": {}', block)  # the verdict's run identity: free-form
+    return set(re.findall(r'"([a-z_][a-z_0-9]*)":', block))
+
+
+@pytest.mark.parametrize("heading,struct", [
+    ("## Timeline: `tracekit.timeline/1`", TimelineDoc), ("## CI verdict: `tracekit.gate/1`", VerdictDoc),
+    ("## Diff: `tracekit.diff/1`", DiffDoc)], ids=["timeline", "verdict", "diff"])
+def test_report_inputs_doc_matches_the_structs(heading, struct):
+    """docs/report-inputs.md's example of each document names exactly the fields its Struct declares."""
+    declared: set[str] = set()
+    _struct_keys(struct, declared)
+    assert _documented(INPUTS, heading) == declared, _documented(INPUTS, heading) ^ declared
+
+
+# -- the critical-path section, typed ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def critical_summary() -> dict:
+    traces = tracekit.load([gpu_trace("pp-sendrecv-128rank-rank0.json.gz"), gpu_trace("pp-sendrecv-128rank-rank1.json.gz")])
+    return tracekit.analyze(traces, critical_path=True).to_dict()
+
+
+def test_a_critical_path_summary_round_trips_exactly(critical_summary, tmp_path):
+    cp = critical_summary["critical_path"]
+    assert cp["steps"] and cp["steps"][0]["segments"] and cp["whatif"]["answers"]
+    doc = read_summary(_write(tmp_path, critical_summary))
+    assert doc.critical_path.steps[0].segments[0].kind == cp["steps"][0]["segments"][0]["kind"]
+    assert json.dumps(as_dict(doc)) == json.dumps(critical_summary)
+
+
+CRITICAL_BAD = {
+    "steps a string": ({"steps": "abc"}, "$.critical_path.steps"),
+    "segment start a string": ({"steps": [{"step": 1, "length_us": 1.0, "segments": [
+        {"rank": 0, "start_us": "x", "dur_us": 1.0, "kind": "compute"}]}]}, "$.critical_path.steps[0].segments[0].start_us"),
+    "answers not a list": ({"whatif": {"steps": 1, "answers": {"q": 1}}}, "$.critical_path.whatif.answers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRITICAL_BAD))
+def test_a_malformed_critical_path_is_one_line_not_a_report_traceback(tmp_path, case):
+    """Before: `report --summary` ended in an AttributeError/ValueError traceback out of the HTML reporter."""
+    section, where = CRITICAL_BAD[case]
+    p = _write(tmp_path, {**tp_run([10.0, 12.0]), "critical_path": section})
+    with pytest.raises(ConfigError) as err:
+        read_summary(p, error=ConfigError)
+    assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_activation_memory_section_is_typed(tmp_path):
+    """A real run directory's summary (activation_r0.json + run.json) round-trips exactly; the rows the reports
+    show are refused as one line when wrong (before: a TypeError/AttributeError traceback from `report --summary`)."""
+    from tests.unit.analyzers.test_memory_run import MANIFEST, analyze_json, run_dir
+
+    (tmp_path / "run").mkdir()
+    real = analyze_json(run_dir(tmp_path / "run", MANIFEST))
+    assert real["activation_memory"]["layers"]
+    doc = read_summary(_write(tmp_path, real))
+    assert doc.activation_memory.layers[1].delta_bytes == 4096
+    assert json.dumps(as_dict(doc)) == json.dumps(real)
+    for section, where in (({"layers": "abc"}, "$.activation_memory.layers"),
+                           ({"layers": [{"rank": 0, "layer": 0, "measured_bytes": "x", "model_bytes": 1}]},
+                            "$.activation_memory.layers[0].measured_bytes")):
+        with pytest.raises(ConfigError, match=re.escape(where)):
+            read_summary(_write(tmp_path, {**tp_run([1.0]), "activation_memory": section}), error=ConfigError)
+
+
+def test_the_typed_sections_documented_elsewhere_match_their_structs():
+    """The summary-schema test skips critical_path and activation_memory (documented in their own words); here
+    each Struct field of them is held to its documentation: activation_memory's example block key for key, the
+    critical path's fields named in docs/summary-schema.md's `critical_path` bullet or docs/whatif.md."""
+    from tracekit.formats.summary import ActivationMemorySection, CriticalPathSection
+
+    text = DOCS.read_text(encoding="utf-8")
+    block = text.split('"activation_memory": ', 1)[1].split('\n  "warnings"', 1)[0]
+    block = re.sub(r'"model": \{.*?"terms": \[\.\.\.\]\}', '"model": {}', block, flags=re.S)  # free-form
+    declared: set[str] = set()
+    _struct_keys(ActivationMemorySection, declared)
+    assert set(re.findall(r'"([a-z_]+)":', block)) == declared
+    cp: set[str] = set()
+    _struct_keys(CriticalPathSection, cp)
+    prose = text.split("- `critical_path`", 1)[1].split("\n- ", 1)[0] + (DOCS.parent / "whatif.md").read_text("utf-8")
+    missing = {k for k in cp if not re.search(rf"\b{k}\b", prose)}
+    assert not missing, missing

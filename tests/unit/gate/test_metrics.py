@@ -8,8 +8,11 @@ from tracekit.gate.metrics import RunMetrics, Scope
 def test_rejects_other_documents():
     with pytest.raises(SummaryFormatError, match=r"x.json: schema is 'other/2', expected 'tracekit.summary/1'"):
         RunMetrics({"schema": "other/2", "ranks": []}, "x.json")
-    with pytest.raises(SummaryFormatError, match="no 'ranks' list"):
+    with pytest.raises(SummaryFormatError, match="y.json: Object missing required field `ranks`"):
         RunMetrics({"schema": "tracekit.summary/1"}, "y.json")
+    # a hand-built dict is validated by the same Struct as a file: a string rank is one line naming the field
+    with pytest.raises(SummaryFormatError, match=r"z.json: .*\$\.ranks\[0\]\.rank"):
+        RunMetrics({**tp_run([1.0]), "ranks": [{**tp_run([1.0])["ranks"][0], "rank": "abc"}]}, "z.json")
 
 
 def test_run_metrics_are_median_over_steps_then_ranks():
@@ -53,9 +56,9 @@ def test_dimension_metrics_sum_a_steps_collectives():
 
 
 def test_wait_is_unavailable_when_the_summary_has_only_nulls():
-    s = RunMetrics(summary({0: [step_row(1)]}, [coll(0, 1, "tp", "all_gather", 100, 30, wait_us=None,
-                                                  transfer_us=None)]))
-    s.data["collectives"][0]["transfer_us"] = None
+    data = summary({0: [step_row(1)]}, [coll(0, 1, "tp", "all_gather", 100, 30, wait_us=None)])
+    data["collectives"][0]["transfer_us"] = None
+    s = RunMetrics(data)
     assert s.stat("wait_us", Scope("tp", "all_gather")) is None
     assert s.stat("transfer_us", Scope("tp", "all_gather")) is None
     assert s.stat("comm_us", Scope("tp", "all_gather")).median == 100.0

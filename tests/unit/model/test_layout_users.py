@@ -216,9 +216,8 @@ def test_dimension_names_are_unchanged():
 
 # -- the gate's run identity --------------------------------------------------------------------------------
 def _summary(layout) -> Summary:
-    return Summary({"schema": "tracekit.summary/1", "ranks": [], "run": {"world_size": 4, "layout": layout,
-                                                                       "workload": "tp-sp", "device_type": "cpu"}},
-                   source="base.json")
+    run = {"world_size": 4, "workload": "tp-sp", "device_type": "cpu", **({} if layout is None else {"layout": layout})}
+    return Summary({"schema": "tracekit.summary/1", "ranks": [], "run": run}, source="base.json")
 
 
 def test_gate_identity_is_unchanged():
