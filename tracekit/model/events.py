@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .columns import Columns
+
 SCHEMA_VERSION = 4  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo;
 # 4: the [memory] address, reserved bytes and device
 
@@ -171,13 +173,15 @@ class EventTable:
 
     def select(self, mask_or_index: np.ndarray) -> EventTable:
         """Rows by boolean mask or integer index; strings are shared, not compacted."""
+        if isinstance(self.columns, Columns):  # sparse columns stay sparse (model/columns.py)
+            return EventTable(self.columns.take(mask_or_index), self.strings, self._index)
         return EventTable({k: v[mask_or_index] for k, v in self.columns.items()}, self.strings, self._index)
 
     def with_columns(self, **updates: np.ndarray) -> EventTable:
-        cols = dict(self.columns)
-        for key, value in updates.items():
-            cols[key] = np.asarray(value, dtype=COLUMNS[key])
-        return EventTable(cols, self.strings, self._index)
+        new = {key: np.asarray(value, dtype=COLUMNS[key]) for key, value in updates.items()}
+        if isinstance(self.columns, Columns):
+            return EventTable(self.columns.replace(new), self.strings, self._index)
+        return EventTable({**self.columns, **new}, self.strings, self._index)
 
     def to_pandas(self):
         """A DataFrame with string columns decoded (for users and notebooks; analyzers use numpy)."""
