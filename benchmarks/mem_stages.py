@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import tree_rss  # noqa: E402
+from run import tree_rss
 
 
 class Sampler:

@@ -43,7 +43,7 @@ class LaunchStats:
         f = self.frame
         hit = (f["delay_us"] > self.delay_cutoff_ns / 1e3) | (f["runtime_us"] > self.runtime_cutoff_ns / 1e3)
         out = f[hit].sort_values(["delay_us", "runtime_us"], ascending=False, kind="stable").head(self.max_outliers)
-        return out.reset_index(drop=True)
+        return _as_text(out.reset_index(drop=True))
 
     def to_dict(self) -> dict:
         f, delay = self.frame, self._delay()
@@ -66,7 +66,15 @@ class LaunchStats:
         }
 
     def to_frame(self) -> pd.DataFrame:
-        return self.frame.copy()
+        return _as_text(self.frame)
+
+
+_LABELS = ("name", "short_name", "class", "runtime_name")
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The label columns as strings again (a copy): what users get from the frames."""
+    return frame.astype({c: "str" for c in _LABELS})
 
 
 def _num(x) -> float | None:
@@ -91,10 +99,13 @@ def launch_stats(sc: Scope, rank: int, rules: ClassRuleSet, delay_cutoff_ns: int
     kname, shorts, classes = name_labels(t, rows, rules)
     names = t.decode("name_id")
     kdur, rdur = t["dur_ns"][rows], t["dur_ns"][lr]
+    # labels as Categoricals: one copy of each distinct name, not one per row (kernel signatures run to hundreds of
+    # bytes: as str columns the frame took ~370 B a row, most of the analysis' memory at millions of kernels)
     frame = pd.DataFrame({
-        "name": kname, "short_name": shorts, "class": classes, "stream": t["stream"][rows],
+        "name": pd.Categorical(kname), "short_name": pd.Categorical(shorts), "class": pd.Categorical(classes),
+        "stream": t["stream"][rows],
         "step": t["step"][rows].astype(np.int64), "correlation": t["correlation"][rows],
-        "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": names[lr],
+        "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": pd.Categorical(names[lr]),
         "runtime_us": rdur / 1e3, "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
         "launch_bound": (kdur < rdur) & np.isin(t["kind"][rows], _KERNELS),
     }, columns=list(FRAME_COLUMNS))

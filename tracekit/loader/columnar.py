@@ -202,6 +202,9 @@ class TableBuilder:
         can[[K.COMM, K.CPU_COMM_OP, K.SYNC, K.RUNTIME]] = True
         mask = can[kind.view(np.uint8)]
         mask[np.fromiter(self.coll_args, np.int64, len(self.coll_args))] = True
+        if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
+            return fill_collectives(_with_collective_columns(cols, n), strings, self.coll_args, names, name_codes,
+                                    world_group=world_group)
         rows = np.flatnonzero(mask)
         del mask
         sub = {k: cols[k][rows] for k in _LINK_READS}
@@ -283,6 +286,11 @@ class _Column:
 
     def __setstate__(self, state) -> None:
         self.data, self.n = state
+
+
+def _with_collective_columns(cols: dict, n: int) -> dict:
+    cols.update((k, np.full(n, ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
+    return cols
 
 
 _LINK_READS = ("kind", "device", "correlation", "ts_ns", "dur_ns", "stream", "step")
