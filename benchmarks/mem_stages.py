@@ -67,6 +67,12 @@ def main() -> None:
     from tracekit.analyzers import analyze
     from tracekit.loader.io import LoadOptions, load
 
+    try:  # what the CLI does before loading (absent in checkouts before it)
+        from tracekit.cli._analysis import compact_arrow_pool
+
+        compact_arrow_pool()
+    except ImportError:
+        pass
     s.enter("load")
     ts = load([a.trace], options=LoadOptions(cache=False), executor="serial" if a.serial else None)
     s.enter("analyze")

@@ -35,6 +35,9 @@ class Sparse:
     def dtype(self) -> np.dtype:
         return self.values.dtype
 
+    def __len__(self) -> int:
+        return self.n
+
     def dense(self) -> np.ndarray:
         """The whole column, read-only (it is made anew: writing to it could not reach the table)."""
         if not len(self.rows):
@@ -86,6 +89,11 @@ class Columns(Mapping):
         if col is not None:
             return col
         return self.sparse[key].dense()
+
+    def peek(self, key: str) -> np.ndarray | Sparse | None:
+        """The column as stored (a Sparse has ``dtype`` and ``len``): for checks that need not read the values."""
+        col = self.dense.get(key)
+        return col if col is not None else self.sparse.get(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self.dense or key in self.sparse

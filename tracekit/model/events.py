@@ -92,8 +92,9 @@ class EventTable:
 
     def __post_init__(self) -> None:
         n = None
+        peek = self.columns.peek if isinstance(self.columns, Columns) else self.columns.get  # sparse: not made dense
         for name, dtype in COLUMNS.items():
-            col = self.columns.get(name)
+            col = peek(name)
             if col is None:
                 raise ValueError(f"EventTable: missing column {name!r}")
             if col.dtype != dtype:
