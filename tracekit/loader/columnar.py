@@ -262,7 +262,8 @@ _SPARSE_CANDIDATES = tuple(k for k in COLUMNS if k not in _OWN) + _SPARSE_PARTS
 class _Column:
     """A column the pieces are appended to in place: each piece is copied once, into place, and the table's column
     is a view of the buffer -- no list of per-piece arrays joined at the end (which held every value twice at the
-    load's peak). The buffer grows by half; from 1 MiB it is an anonymous mapping of its own (``_buffer``)."""
+    load's peak). The buffer doubles (pages not yet written are not resident, so the spare capacity costs address
+    space only, and each value is copied about twice in all); from 1 MiB it is an anonymous mapping (``_buffer``)."""
 
     __slots__ = ("data", "n")
 
@@ -272,7 +273,7 @@ class _Column:
     def append(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.data):
-            grown = _buffer(max(need, len(self.data) * 3 // 2, 1 << 16), self.data.dtype)
+            grown = _buffer(max(need, 2 * len(self.data), 1 << 16), self.data.dtype)
             grown[:self.n] = self.data[:self.n]
             self.data = grown
         self.data[self.n:need] = values
