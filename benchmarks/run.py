@@ -15,6 +15,9 @@ workers count); ``peak_gb`` is that sum, ``peak_max_gb`` the largest single proc
     python benchmarks/run.py            # quick (`make bench`): a 100 MB trace, a few minutes
     python benchmarks/run.py --full     # 300 MB and 500 MB with HTA, 1.5 GB (memory), 5 M events (bounded
                                         # outputs: analyze and report), 64 ranks x 30 MB (HTA with a time limit)
+    python benchmarks/run.py --memory [--base DIR]   # the memory cases only (1.5 GB analyze, 5 M events analyze
+                                        # and report) and the 300 MB wall time; --base: the same commands on
+                                        # another checkout (e.g. `git archive` of main), alternating, for A/B
 
 Timings are noisy on a shared machine: the ratios of runs made side by side in one invocation are what counts.
 """
@@ -101,14 +104,15 @@ def tree_rss(pid: int) -> int:
 PYCACHE = os.path.join(tempfile.gettempdir(), "tracekit-bench-pycache")
 
 
-def measure(cmd: list[str], timeout: float, max_tree_gb: float | None = None) -> dict:
-    """Run ``cmd`` (a whole process), timing it and sampling its tree's RSS; stop it past ``timeout`` seconds or
-    ``max_tree_gb`` (so a run that would exhaust the shared machine is reported, not survived)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+def measure(cmd: list[str], timeout: float, max_tree_gb: float | None = None, root: str = ROOT) -> dict:
+    """Run ``cmd`` (a whole process) with ``root``'s tracekit, timing it and sampling its tree's RSS; stop it past
+    ``timeout`` seconds or ``max_tree_gb`` (so a run that would exhaust the shared machine is reported, not
+    survived)."""
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONPYCACHEPREFIX=PYCACHE)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tracekit has its bytecode, as HTA's install has
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     peak, stop = [0], [""]
 
@@ -241,6 +245,40 @@ def bench_ranks(work: str, ranks: int, mb: int, hta: bool, timeout: float) -> di
     return {"trace": info, "runs": runs}
 
 
+def memory_cases(work: str, timeout: float, base: str | None, repeat: int, base_all: bool = False) -> dict:
+    """Peak memory of the whole command (process tree) on the issue's three memory cases, and the wall time of
+    the 300 MB analyze (split loader) for regressions; with ``base``, the 300 MB command (every command with
+    ``base_all``) also runs on that checkout, alternating with this one (same moment, same load). Memory does not
+    depend on the machine's load; the wall time does, hence the alternation."""
+    big, _ = trace_dir(work, "trace-1500mb", sized(1500))
+    mid, _ = trace_dir(work, "trace-300mb", sized(300))
+    synth, info = trace_dir(work, "synthetic-5m", lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"),
+                                                                                        5_000_000))
+    out = os.path.join(work, "out")
+    os.makedirs(out, exist_ok=True)
+    cases = {
+        "analyze_300mb": (["analyze", mid, "--format", "json", "--no-cache", "--out", os.path.join(out, "m300.json")],
+                          repeat),
+        "analyze_1500mb": (["analyze", big, "--format", "json", "--no-cache", "--out", os.path.join(out, "m1500.json")], 1),
+        "analyze_5m": (["analyze", synth, "--format", "json", "--no-cache", "--out", os.path.join(out, "m5m.json"),
+                        "--collectives-out", os.path.join(out, "m5m.parquet")], 1),
+        "report_5m": (["report", synth, "--no-cache", "-o", os.path.join(out, "m5m.html")], 1)}
+    trees = {"this": ROOT, **({"base": os.path.abspath(base)} if base else {})}
+    res: dict = {"synthetic": info, "trees": trees, "cases": {}}
+    for name, (args, n) in cases.items():
+        runs: dict[str, list] = {t: [] for t in trees}
+        for _ in range(n):
+            for tree, root in trees.items():
+                if tree == "base" and not (base_all or name == "analyze_300mb"):
+                    continue
+                r = measure(tracekit_cmd(*args), timeout, root=root)
+                r["load_avg"] = os.getloadavg()
+                runs[tree].append(r)
+                print(f"  {name} [{tree}]: {_short(r)}", file=sys.stderr, flush=True)
+        res["cases"][name] = runs
+    return res
+
+
 def machine() -> dict:
     from importlib.metadata import version
 
@@ -277,8 +315,18 @@ def main() -> None:
     p.add_argument("--out", default=None, help="results JSON (default benchmarks/results-DATE[-full].json)")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--skip-hta", action="store_true")
+    p.add_argument("--memory", action="store_true", help="the memory cases only (see memory_cases)")
+    p.add_argument("--base", default=None, help="with --memory: also run each command on this checkout (A/B)")
+    p.add_argument("--base-all", action="store_true", help="with --base: every memory case on both checkouts")
+    p.add_argument("--repeat", type=int, default=3, help="with --memory: runs of the 300 MB wall-time case")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    if a.memory:
+        out = a.out or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}-mem.json")
+        doc = {"machine": machine(), "memory": memory_cases(a.work, a.timeout, a.base, a.repeat, a.base_all)}
+        save(doc, out)
+        print(f"results: {out}")
+        return
     sizes = [int(s) for s in (a.sizes or ("300,500" if a.full else "100")).split(",")]
     out = a.out or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}{'-full' if a.full else ''}.json")
     measure([PY, "-m", "compileall", "-q", os.path.join(ROOT, "tracekit")], a.timeout)  # bytecode, as installed

@@ -8,11 +8,13 @@ unique names, step assignment, correlation joins, collective linking) runs once 
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
+from ..model.columns import SPARSE_SHARE, Sparse, compact
 from ..model.events import ABSENT, COLUMNS, EventTable
 from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
@@ -26,8 +28,10 @@ _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
 _COPY_CATS = MEMCPY_CATS  # kinds MEMCPY / MEMSET, every generation
 _EXACT_LIMIT = 2**53 / 1000.0
-_PARTS = ("ts", "dur", "pid", "tid", "correlation", "external", "dev_arg", "has_coll", "name", "cat",
-          "mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
+# the columns built piece by piece, appended in place (see _Column); the memory ones are sparse (see _SparseParts)
+_PARTS = {"ts": np.int64, "dur": np.int64, "pid": np.int64, "tid": np.int64, "correlation": np.int64,
+          "external": np.int64, "dev_arg": np.int64, "has_coll": np.bool_, "name": np.int32, "cat": np.int32}
+_SPARSE_PARTS = ("mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
 
 
 class TableBuilder:
@@ -35,7 +39,8 @@ class TableBuilder:
 
     def __init__(self, rules: RuleSet | None = None):
         self.rules = rules  # used by finish only: a piece's builder in a worker needs none
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+        self.parts: dict[str, _Column] = {k: _Column(d) for k, d in _PARTS.items()}
+        self.sparse: dict[str, _SparseParts] = {k: _SparseParts() for k in _SPARSE_PARTS}
         self.names: dict[str, int] = {}
         self.cats: dict[str, int] = {}
         self.coll_args: dict[int, object] = {}  # row -> Args of rows carrying collective metadata
@@ -51,8 +56,10 @@ class TableBuilder:
         """Append what ``other`` built from the events that follow this builder's in the file (a split trace's
         next piece, built in another process): the same state one builder fed both pieces in order would have."""
         remap = {"name": _remap(self.names, other.names), "cat": _remap(self.cats, other.cats)}
-        for key, parts in other.parts.items():
-            self.parts[key] += [remap[key][p] for p in parts] if key in remap else parts
+        for key, col in other.parts.items():
+            self.parts[key].append(remap[key][col.view()] if key in remap else col.view())
+        for key, sp in other.sparse.items():
+            self.sparse[key].extend(sp, self.rows)
         self.coll_args.update((self.rows + r, a) for r, a in other.coll_args.items())
         f, g = self.facts, other.facts
         f.thread_names.update(g.thread_names)
@@ -140,16 +147,20 @@ class TableBuilder:
         p["has_coll"].append(has_coll)
         for i in coll:
             self.coll_args[self.rows + i] = args[i]
-        mem_bytes, mem_total = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
-        mem = np.flatnonzero(_in(cat_codes, cats, _MEM_CATS)).tolist()
-        cp = np.flatnonzero(_in(cat_codes, cats, _COPY_CATS)).tolist()
-        mem_bytes[mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
-        mem_total[mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
-        mem_bytes[cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
-        p["mem_bytes"].append(mem_bytes)
-        p["mem_total"].append(mem_total)
-        for key, col in memory_columns(n, mem, args).items():
-            p[key].append(col)
+        mem = np.flatnonzero(_in(cat_codes, cats, _MEM_CATS))
+        cp = np.flatnonzero(_in(cat_codes, cats, _COPY_CATS))
+        both = np.union1d(mem, cp)  # a row is either a [memory] event or a copy (their categories differ)
+        mem_l, cp_l = mem.tolist(), cp.tolist()
+        mem_bytes = np.full(len(both), ABSENT, np.int64)
+        mem_bytes[np.searchsorted(both, mem)] = _ints([args[i].mem_bytes if args[i] is not None else None
+                                                       for i in mem_l])
+        mem_bytes[np.searchsorted(both, cp)] = _ints([args[i].copy_bytes if args[i] is not None else None
+                                                      for i in cp_l])
+        sp, at = self.sparse, self.rows
+        sp["mem_bytes"].add(both, mem_bytes, at)
+        sp["mem_total"].add(mem, _ints([args[i].mem_total if args[i] is not None else None for i in mem_l]), at)
+        for key, col in memory_columns(len(mem), list(range(len(mem))), [args[i] for i in mem_l]).items():
+            sp[key].add(mem, col, at)
         self.rows += n
 
     def _issues_collective(self, name: str) -> bool:
@@ -179,8 +190,37 @@ class TableBuilder:
                            activities_whole=self.trailer_reached and not self.rounded)
         return table, info
 
+    def _collectives(self, cols: dict, strings: dict[str, int], names: list, name_codes: np.ndarray,
+                     world_group: bool) -> int:
+        """Fill the collective columns (linking.fill_collectives) on the rows that can hold them only: collective
+        args, communication, host collective ops, syncs and the runtime calls that launch kernels (for the
+        launch -> kernel join). Every row set fill_collectives selects lies in those rows, so it sees the same
+        rows in the same order; the columns it fills are then spread to the whole table, sparse where they are
+        absent on most rows (model/columns.py), instead of 15 full columns of -1 at the load's peak."""
+        kind, n = cols["kind"], len(cols["kind"])
+        can = np.zeros(256, bool)
+        can[[K.COMM, K.CPU_COMM_OP, K.SYNC, K.RUNTIME]] = True
+        mask = can[kind.view(np.uint8)]
+        mask[np.fromiter(self.coll_args, np.int64, len(self.coll_args))] = True
+        if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
+            return fill_collectives(_with_collective_columns(cols, n), strings, self.coll_args, names, name_codes,
+                                    world_group=world_group)
+        rows = np.flatnonzero(mask)
+        del mask
+        sub = {k: cols[k][rows] for k in _LINK_READS}
+        sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
+        at = np.searchsorted(rows, np.fromiter(self.coll_args, np.int64, len(self.coll_args))).tolist()
+        args = dict(zip(at, self.coll_args.values()))
+        self.coll_args = {}
+        assumed = fill_collectives(sub, strings, args, names, name_codes[rows], world_group=world_group)
+        cols["step"][rows] = sub["step"]  # gloo spans take the step of the annotation that issued them
+        for k in COLUMNS:
+            if k not in cols and k not in _OWN:
+                cols[k] = _spread(sub.pop(k), rows, n)
+        return assumed
+
     def _table(self, base_ns: int, named_groups: bool = True) -> tuple[EventTable, int]:
-        p = {k: _join(v, k) for k, v in self.parts.items()}
+        p = {k: c.view() for k, c in self.parts.items()}
         self.parts = {}
         strings: dict[str, int] = {}
         names, cats = list(self.names), list(self.cats)
@@ -198,27 +238,116 @@ class TableBuilder:
         device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
         device = np.where((device >= -1) & (device < 2**15), device, -1).astype(np.int16)  # no int16 wrap-around
         n = len(kind)
-        cols = {k: np.full(n, ABSENT, dtype=d) for k, d in COLUMNS.items() if k not in _OWN}
-        cols.update(ts_ns=p["ts"] + np.int64(base_ns), dur_ns=p["dur"], kind=kind.astype(np.int8), device=device,
-                    pid=pid, stream=tid, name_id=name_map[name_codes], cat_id=cat_map[cat_codes],
-                    correlation=p["correlation"], external_id=p["external"], mem_bytes=p["mem_bytes"],
-                    mem_total=p["mem_total"], mem_reserved=p["mem_reserved"], mem_addr=p["mem_addr"],
-                    mem_device=p["mem_device"].astype(np.int16))
+        ts = p["ts"]
+        ts += np.int64(base_ns)  # in place: the builder's buffer becomes the column
+        cols = dict(ts_ns=ts, dur_ns=p["dur"], kind=kind.astype(np.int8), device=device, pid=pid, stream=tid,
+                    name_id=name_map[name_codes], cat_id=cat_map[cat_codes], correlation=p["correlation"],
+                    external_id=p["external"])
+        del p, cat_codes
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
         comm_from_launch_context(cols, names, name_codes)
-        assumed = fill_collectives(cols, strings, self.coll_args, names, name_codes, world_group=not named_groups)
-        return EventTable({k: cols[k] for k in COLUMNS}, tuple(strings)), assumed
+        assumed = self._collectives(cols, strings, names, name_codes, not named_groups)
+        cols.update((k, sp.column(n, COLUMNS[k])) for k, sp in self.sparse.items())
+        self.sparse = {}
+        ordered = {k: cols.pop(k) for k in COLUMNS}
+        return EventTable(compact(ordered, _SPARSE_CANDIDATES), tuple(strings)), assumed
 
 
 _OWN = {"ts_ns", "dur_ns", "kind", "device", "pid", "stream", "name_id", "cat_id", "correlation", "external_id",
         "mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device", "step"}
-_JOIN_DTYPES = {"ts": np.int64, "dur": np.int64, "name": np.int32, "cat": np.int32, "has_coll": bool}
+# the columns that hold -1 on most rows of most traces: the collective and memory ones
+_SPARSE_CANDIDATES = tuple(k for k in COLUMNS if k not in _OWN) + _SPARSE_PARTS
 
 
-def _join(parts: list[np.ndarray], key: str) -> np.ndarray:
-    if not parts:
-        return np.empty(0, dtype=_JOIN_DTYPES.get(key, np.int64))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+class _Column:
+    """A column the pieces are appended to in place: each piece is copied once, into place, and the table's column
+    is a view of the buffer -- no list of per-piece arrays joined at the end (which held every value twice at the
+    load's peak). The buffer doubles (pages not yet written are not resident, so the spare capacity costs address
+    space only, and each value is copied about twice in all); from 1 MiB it is an anonymous mapping (``_buffer``)."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, dtype):
+        self.data, self.n = np.empty(0, dtype), 0
+
+    def append(self, values: np.ndarray) -> None:
+        need = self.n + len(values)
+        if need > len(self.data):
+            grown = _buffer(max(need, 2 * len(self.data), 1 << 16), self.data.dtype)
+            grown[:self.n] = self.data[:self.n]
+            self.data = grown
+        self.data[self.n:need] = values
+        self.n = need
+
+    def view(self) -> np.ndarray:
+        return self.data[:self.n]
+
+    def __getstate__(self):  # a piece's builder goes back from a worker: only the rows, not the spare capacity
+        return self.view(), self.n
+
+    def __setstate__(self, state) -> None:
+        self.data, self.n = state
+
+
+def _with_collective_columns(cols: dict, n: int) -> dict:
+    cols.update((k, np.full(n, ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
+    return cols
+
+
+_LINK_READS = ("kind", "device", "correlation", "ts_ns", "dur_ns", "stream", "step")
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray | Sparse:
+    """The column of ``n`` rows that has ``values`` at ``rows`` (sparse when it is absent on most rows)."""
+    has = values != ABSENT
+    if np.count_nonzero(has) <= SPARSE_SHARE * n:
+        return Sparse(n, rows[has].astype(np.int32 if n < 2**31 else np.int64), values[has])
+    out = np.full(n, ABSENT, values.dtype)
+    out[rows] = values
+    return out
+
+
+def _buffer(n: int, dtype) -> np.ndarray:
+    """``n`` uninitialised values. A big one is mapped on its own: its pages not yet written are not resident, and
+    when a grown buffer replaces it the memory goes back to the system at once; from malloc it would stay in the
+    heap as a hole below the next, bigger buffer (heap memory is returned from the top only): at 5 M rows the
+    outgrown buffers were ~0.3 GB of resident memory nothing used."""
+    dtype = np.dtype(dtype)
+    if n * dtype.itemsize < _MAPPED_FROM:
+        return np.empty(n, dtype)
+    return np.frombuffer(mmap.mmap(-1, n * dtype.itemsize), dtype)
+
+
+_MAPPED_FROM = 1 << 20
+
+
+class _SparseParts:
+    """The rows (of the whole table) and values of a column set on few rows ([memory] and copy events)."""
+
+    __slots__ = ("rows", "values")
+
+    def __init__(self):
+        self.rows: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+
+    def add(self, rows: np.ndarray, values: np.ndarray, offset: int) -> None:
+        if len(rows):
+            self.rows.append(np.asarray(rows, np.int64) + offset)
+            self.values.append(values)
+
+    def extend(self, other: _SparseParts, offset: int) -> None:
+        self.rows += [r + offset for r in other.rows]
+        self.values += other.values
+
+    def column(self, n: int, dtype) -> np.ndarray | Sparse:
+        rows = np.concatenate(self.rows) if self.rows else np.empty(0, np.int64)
+        values = np.concatenate(self.values) if self.values else np.empty(0, np.int64)
+        keep = values != ABSENT
+        if np.count_nonzero(keep) <= SPARSE_SHARE * n:
+            return Sparse(n, rows[keep].astype(np.int32 if n < 2**31 else np.int64), values[keep].astype(dtype))
+        out = np.full(n, ABSENT, dtype)
+        out[rows] = values
+        return out
 
 
 def memory_columns(n: int, mem: list[int], args: list) -> dict[str, np.ndarray]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -56,12 +58,22 @@ def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *
     raise ConfigError(f"--executor {executor!r}: expected 'serial', 'process' or 'dask://HOST:PORT'")
 
 
-def map_pieces(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
-    """``fn`` over the pieces of one split trace on a local process pool, results in order. A worker's
+def map_pieces(fn: Callable[[Any], Any], jobs: list, workers: int) -> Iterator[Any]:
+    """``fn`` over the pieces of one split trace on a local process pool, results in order as they come. At most
+    ``workers + 1`` pieces are in flight (decoding, queued or done and not yet taken), so the caller, which takes
+    each result and lets it go, holds a few pieces' columns at a time rather than every piece's. A worker's
     NotStreamable (the caller then loads serially) and TracekitErrors reach the caller unchanged."""
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            return list(pool.map(_piece, [(fn, job) for job in jobs]))
+            todo = iter(jobs)
+            flight = deque(pool.submit(_piece, (fn, job)) for job in itertools.islice(todo, workers + 1))
+            while flight:
+                result = flight.popleft().result()
+                job = next(todo, None)
+                if job is not None:
+                    flight.append(pool.submit(_piece, (fn, job)))
+                yield result
+                del result
     except BrokenProcessPool:
         raise TracekitError(f"a loader process died (killed, or out of memory) while loading {jobs[0][0]} in "
                             f"{len(jobs)} pieces; retry with --executor serial") from None

@@ -34,6 +34,7 @@ from .decode import (
     gc_paused,
     needs_exact_times,
     read_bytes,
+    release_free_memory,
     too_deep,
 )
 from .executors import map_files
@@ -81,6 +82,7 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
     except MemoryError:
         raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files "
                               "early, or load on a machine with more memory") from None
+    release_free_memory()  # what the decoded events and pieces left in the heap, before the analyzers allocate
     table, info = check_table(table, info, path, options.max_string_bytes)
     if options.cache and stamp is not None:
         write_cache(path, options, table, info, stamp)

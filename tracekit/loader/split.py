@@ -24,13 +24,14 @@ import time
 from ..errors import InputLimitError
 from .classify import RuleSet
 from .columnar import TableBuilder
-from .decode import StreamLimits, gc_paused
+from .decode import StreamLimits, gc_paused, release_free_memory
 from .executors import map_pieces
 from .files import open_regular
 from .stream import EventStream, NotStreamable
 
 MIN_SPLIT_BYTES = 64 * 1024**2  # below this a process pool costs more than it saves
 MIN_PIECE_BYTES = 32 * 1024**2
+MAX_PIECE_BYTES = 128 * 1024**2  # a worker's columns, and their copy on the way back, stay ~50 MB a piece
 _WINDOW = 1024**2  # bytes looked at for a boundary near each target offset
 _BOUNDARY = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(\{)[ \t\r\n]*"')
 
@@ -59,6 +60,7 @@ def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits]) -> tuple[
     t = time.process_time()
     stream = EventStream(path, limits, span=span)
     builder = fill(TableBuilder(), stream)
+    release_free_memory()  # the worker goes on to the next piece: not with this one's freed structs resident
     return builder, stream.tail, time.process_time() - t
 
 
@@ -75,8 +77,9 @@ def fill(builder: TableBuilder, stream: EventStream) -> TableBuilder:
 
 
 def pieces_for(size: int, workers: int) -> int:
-    """Twice as many pieces as workers (a slow piece does not hold the others up), none under MIN_PIECE_BYTES."""
-    return max(1, min(2 * workers, size // MIN_PIECE_BYTES))
+    """Twice as many pieces as workers (a slow piece does not hold the others up), and more for a big file so that
+    none is over MAX_PIECE_BYTES (memory: see map_pieces), none under MIN_PIECE_BYTES."""
+    return max(1, min(max(2 * workers, -(-size // MAX_PIECE_BYTES)), size // MIN_PIECE_BYTES))
 
 
 def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, stats: dict | None = None):
@@ -95,15 +98,21 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
     head, body_at = stream.head()
     spans = plan(path, body_at, size, pieces_for(size, workers))
     t1 = time.perf_counter()
-    results = map_pieces(decode_piece, [(path, span, limits) for span in spans], workers)
-    t2 = time.perf_counter()
     builder = TableBuilder(rules)
+    cpu, absorb_s, tail = [], 0.0, None
     with gc_paused():
-        for piece, _, _ in results:
-            builder.absorb(piece)
-    tail = results[-1][1]
+        for piece, piece_tail, piece_cpu in map_pieces(decode_piece, [(path, span, limits) for span in spans],
+                                                       workers):
+            a = time.perf_counter()
+            tail = piece_tail  # the last piece's: the header fields after the events
+            builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once
+            del piece
+            absorb_s += time.perf_counter() - a
+            cpu.append(piece_cpu)
+    t2 = time.perf_counter()
+    assert tail is not None  # the last piece's (plan gives at least one)
     header = stream.merge(head, tail)
     if stats is not None:
-        stats.update(scan_s=t1 - t0, pool_s=t2 - t1, absorb_s=time.perf_counter() - t2,
-                     piece_cpu_s=[r[2] for r in results], piece_bytes=[s[1] - s[0] for s in spans])
+        stats.update(scan_s=t1 - t0, pool_s=t2 - t1 - absorb_s, absorb_s=absorb_s, piece_cpu_s=cpu,
+                     piece_bytes=[s[1] - s[0] for s in spans])
     return builder, header, list(stream.warnings)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .columns import Columns
+
 SCHEMA_VERSION = 4  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo;
 # 4: the [memory] address, reserved bytes and device
 
@@ -90,8 +92,9 @@ class EventTable:
 
     def __post_init__(self) -> None:
         n = None
+        peek = self.columns.peek if isinstance(self.columns, Columns) else self.columns.get  # sparse: not made dense
         for name, dtype in COLUMNS.items():
-            col = self.columns.get(name)
+            col = peek(name)
             if col is None:
                 raise ValueError(f"EventTable: missing column {name!r}")
             if col.dtype != dtype:
@@ -171,13 +174,15 @@ class EventTable:
 
     def select(self, mask_or_index: np.ndarray) -> EventTable:
         """Rows by boolean mask or integer index; strings are shared, not compacted."""
+        if isinstance(self.columns, Columns):  # sparse columns stay sparse (model/columns.py)
+            return EventTable(self.columns.take(mask_or_index), self.strings, self._index)
         return EventTable({k: v[mask_or_index] for k, v in self.columns.items()}, self.strings, self._index)
 
     def with_columns(self, **updates: np.ndarray) -> EventTable:
-        cols = dict(self.columns)
-        for key, value in updates.items():
-            cols[key] = np.asarray(value, dtype=COLUMNS[key])
-        return EventTable(cols, self.strings, self._index)
+        new = {key: np.asarray(value, dtype=COLUMNS[key]) for key, value in updates.items()}
+        if isinstance(self.columns, Columns):
+            return EventTable(self.columns.replace(new), self.strings, self._index)
+        return EventTable({**self.columns, **new}, self.strings, self._index)
 
     def to_pandas(self):
         """A DataFrame with string columns decoded (for users and notebooks; analyzers use numpy)."""
