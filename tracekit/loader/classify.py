@@ -49,6 +49,7 @@ DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^(void )?ncclSymk?DevKernel_", "nccl"),
     CommRule(r"(?i)^(void )?rccl", "rccl"),
     CommRule(r"(?i)^hccl", "hccl"),
+    CommRule(r"^hcom_", "hccl"),  # Ascend HCCL's device tasks: hcom_allReduce__503_0_1, hcom_receive_, ...
     CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
     CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
     CommRule(r"(?i)nvshmem", "nvshmem"),
@@ -58,7 +59,9 @@ DEFAULT_RULES: tuple[CommRule, ...] = (
 )
 
 # Host ops that issue a collective (not compute, not a comm interval): the launch context of its kernels.
-HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|gloo:|c10d_functional::|"
+# Each c10d backend names its collectives "<backend>:<op>" (ProcessGroupNCCL's "nccl:all_reduce", XCCL's (Intel
+# oneCCL, PyTorch >= 2.7) "xccl:all_reduce", UCC's "ucc:all_reduce", MPI's "mpi:all_reduce", torch_npu's HCCL).
+HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|xccl:|ucc:|mpi:|gloo:|c10d_functional::|"
                           r"_c10d_functional::)")
 
 _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
@@ -78,6 +81,7 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"(^|[^a-z_])reduce", "reduce"),
         (r"(^|[^a-z])send", "send"),
         (r"(^|[^a-z])recv", "recv"),
+        (r"(^|[^a-z])receive", "recv"),  # HCCL's hcom_receive_
         (r"dispatch", "dispatch"),
         (r"combine", "combine"),
     )

@@ -50,11 +50,34 @@ CATEGORIES: tuple[Category, ...] = (
     # Meta MTIA: device work on the MTIA process ("MTIA <n>" pids), the runtime on the host
     Category("mtia_ccp_events", K.KERNEL, DEVICE, "mtia"),
     Category("mtia_runtime", K.RUNTIME, HOST, "mtia"),
+    # Intel XPU (Kineto's XPUPTI plugin, PyTorch >= 2.4): kernels, copies and fills in the kineto device
+    # categories on the device pid; the launches (urEnqueueKernelLaunch, ...) and Level Zero calls on the host,
+    # carrying the correlation id the kernel carries
+    Category("xpu_runtime", K.RUNTIME, HOST, "xpu"),
+    Category("xpu_driver", K.RUNTIME, HOST, "xpu"),
+    # An out-of-tree accelerator behind PyTorch's PrivateUse1 backend (Kineto's PRIVATEUSE1_RUNTIME/_DRIVER)
+    Category("privateuse1_runtime", K.RUNTIME, HOST, "privateuse1"),
+    Category("privateuse1_driver", K.RUNTIME, HOST, "privateuse1"),
+    # Vendor forks of Kineto that renamed the CUDA categories: Moore Threads MUSA (MooreThreads/kineto) and
+    # Cambricon MLU; their kernels stay in "kernel"
+    Category("musa_runtime", K.RUNTIME, HOST, "musa"),
+    Category("musa_driver", K.RUNTIME, HOST, "musa"),
+    Category("musa_sync", K.SYNC, DEVICE, "musa"),
+    Category("musa_profiler_range", K.KERNEL, DEVICE, "musa"),
+    Category("mlu_runtime", K.RUNTIME, HOST, "mlu"),
+    Category("mlu_memcpy", K.MEMCPY, DEVICE, "mlu"),
+    Category("mlu_memset", K.MEMSET, DEVICE, "mlu"),
+    Category("mlu_user_annotation", K.ANNOTATION, DEVICE, "mlu"),
 )
 BY_CAT = {c.cat: c for c in CATEGORIES}
 DEVICE_CATS = {c.cat for c in CATEGORIES if c.place == DEVICE}
 HOST_CATS = {c.cat for c in CATEGORIES if c.place == HOST}
 MEMCPY_CATS = {c.cat for c in CATEGORIES if c.kind in (K.MEMCPY, K.MEMSET)}  # their args carry "bytes"
+# Categories only a host thread writes: a pid with one of them is an OS process, never a device. MTIA's runtime
+# is left out: the device writes its own synchronize records in that category.
+HOST_PID_CATS = frozenset({"cpu_op"} | {c.cat for c in CATEGORIES if c.kind == K.RUNTIME and c.generation != "mtia"})
+# The accelerator a trace's categories name, where they name one other than CUDA/ROCm (told apart elsewhere)
+PLATFORM_OF_GENERATION = {"mtia": "mtia", "xpu": "xpu", "privateuse1": "privateuse1", "musa": "musa", "mlu": "mlu"}
 
 # Device events of a category whose name says they are a copy or a sync, not compute (MTIA's DMA requests and
 # event records/waits, as HTA's MTIA memory pattern ^dma).
@@ -73,7 +96,7 @@ def device_pids(pid: np.ndarray, cat_codes: np.ndarray, cats: Sequence[str]) -> 
     """The pids device work runs on: those of events in device categories, less those with host operators
     (a host pid is the OS process id; Kineto's device pids are the device ordinals)."""
     dev_cat = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)[cat_codes]
-    host_cat = np.array([c in ("cpu_op", "cuda_runtime", "Runtime") for c in cats] or [False], dtype=bool)[cat_codes]
+    host_cat = np.array([c in HOST_PID_CATS for c in cats] or [False], dtype=bool)[cat_codes]
     return np.setdiff1d(np.unique(pid[dev_cat]), np.unique(pid[host_cat]))
 
 

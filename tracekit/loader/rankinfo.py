@@ -10,7 +10,7 @@ from ..model.events import EventKind as K
 from ..model.events import EventTable
 from ..model.traceset import ProcessGroup, RankInfo, parse_ranks
 from .decode import Trace
-from .kinds import generation_of
+from .kinds import BY_CAT, PLATFORM_OF_GENERATION, generation_of
 
 
 @dataclass
@@ -89,14 +89,17 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
 
 
 def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
-    """("cuda" | "rocm" | "mtia" | "cpu", the categories present), from the device events themselves;
-    deviceProperties only tells ROCm from CUDA."""
+    """("cuda" | "rocm" | "mtia" | "xpu" | "privateuse1" | "musa" | "mlu" | "cpu", the categories present), from
+    the device events themselves and the categories of their launches (an XPU trace's kernels sit in "kernel",
+    as CUDA's do; its launches are "xpu_runtime"); deviceProperties only tells ROCm from CUDA."""
     cats = {table.strings[c] for c in np.unique(table["cat_id"]).tolist() if 0 <= c < len(table.strings)}
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     if not dev_mask.any():
         return "cpu", cats
-    if "mtia_ccp_events" in cats:
-        return "mtia", cats
+    platforms = sorted({PLATFORM_OF_GENERATION[BY_CAT[c].generation] for c in cats
+                        if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION})
+    if platforms:
+        return "+".join(platforms), cats
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)]
     rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
         "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
