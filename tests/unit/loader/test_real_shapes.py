@@ -1,0 +1,127 @@
+"""Real trace shapes the tests/data fixtures do not have, each built from the events its producer writes (field
+names, categories and launch names copied from real traces and the producers' sources), with a known answer.
+
+- Intel XPU (Kineto's XPUPTI plugin, PyTorch 2.10 on Aurora): ``cpu_op`` -> ``xpu_runtime``
+  ``urEnqueueKernelLaunch`` (args ``correlation``, ``External id``) -> ``kernel`` on pid 0 with ``sycl queue`` /
+  ``l0 queue`` instead of ``stream``; Level Zero calls as ``xpu_driver``. Before, the launch categories were
+  unknown ("other"): every kernel an orphan, the oneCCL kernel compute, comm 0, platform "cuda".
+- The c10d backends other than NCCL name their host collectives ``xccl:all_reduce`` (ProcessGroupXCCL),
+  ``ucc:all_reduce``, ``mpi:all_reduce``: the launch context of their kernels. Before, only nccl/rccl/hccl/gloo.
+- PrivateUse1 accelerators (``privateuse1_runtime``) and Kineto forks that renamed the CUDA categories (Moore
+  Threads' ``musa_runtime``, Cambricon's ``mlu_runtime``).
+- Ascend HCCL device tasks ``hcom_allReduce__503_0_1``, ``hcom_receive_``.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tests.helpers.kineto import load, trace, write
+from tracekit.cli import cli
+from tracekit.loader.classify import RuleSet, normalize_op
+from tracekit.loader.kinds import device_pids
+from tracekit.model.events import EventKind as K
+
+PID = 732211
+
+
+def _x(cat, name, ts, dur, pid=PID, tid=PID, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def xpu_trace(runtime="xpu_runtime", driver="xpu_driver", host_coll="xccl:all_reduce", metadata=True):
+    """Two steps of 900 us. Per step: a 100 us gemm (100..200) on queue 0 and a 200 us all-reduce kernel
+    (150..350) on queue 1: compute 100, comm 200, hidden 50, exposed 150."""
+    ev, corr, base = [], 4131, 95786069998.433
+    for step in (1, 2):
+        s = base + (step - 1) * 1000.0
+        ev.append(_x("user_annotation", f"ProfilerStep#{step}", s, 900.0))
+        ev.append(_x("cpu_op", "aten::addmm", s + 10, 50.0, **{"External id": corr}))
+        ev.append(_x(runtime, "urEnqueueKernelLaunch", s + 20, 5.0, **{"External id": corr, "correlation": corr}))
+        ev.append(_x(driver, "zeCommandListAppendLaunchKernel", s + 21, 2.0, **{"correlation": corr + 5000}))
+        ev.append(_x("kernel", "gemm_kernel", s + 100, 100.0, pid=0, tid=0, **{
+            "External id": corr, "correlation": corr, "device": 0, "sycl queue": 64, "l0 queue": "0x000055d08b8fc138"}))
+        corr += 1
+        if metadata:
+            ev.append(_x("cpu_op", "record_param_comms", s + 60, 30.0, **{
+                "Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1048576, "Out msg nelems": 1048576,
+                "Group size": 2, "Process Group Name": "0", "Process Group Description": "default_pg"}))
+        ev.append(_x("cpu_op", host_coll, s + 62, 25.0))
+        ev.append(_x(runtime, "urEnqueueKernelLaunch", s + 70, 5.0, correlation=corr))
+        ev.append(_x("kernel", "allreduce_kernel<float>", s + 150, 200.0, pid=0, tid=1, correlation=corr, device=0,
+                     **{"sycl queue": 65}))
+        corr += 1
+    return trace(ev, deviceProperties=[{"id": 0, "name": "Intel(R) Data Center GPU Max 1550"}],
+                 distributedInfo={"backend": "xccl", "rank": 0, "world_size": 2},
+                 baseTimeNanoseconds=1790952716000000000)
+
+
+def _analyze(path):
+    res = CliRunner().invoke(cli, ["analyze", path, "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+EXPECTED = {"compute_us": 100.0, "comm_us": 200.0, "hidden_comm_us": 50.0, "exposed_comm_us": 150.0,
+            "orphan_device_events": 0}
+
+
+def test_an_xpu_trace_is_read_as_a_cuda_trace_of_the_same_events(tmp_path):
+    xpu = _analyze(write(tmp_path, xpu_trace(), "xpu.json"))
+    cuda = _analyze(write(tmp_path, xpu_trace("cuda_runtime", "cuda_driver"), "cuda.json"))
+    for step in xpu["ranks"][0]["steps"]:
+        assert {k: step[k] for k in EXPECTED} == EXPECTED  # the hand-computed answer
+    assert xpu["ranks"][0]["steps"] == cuda["ranks"][0]["steps"]  # and the CUDA path's, event for event
+    assert xpu["run"]["device_type"] == "xpu" and cuda["run"]["device_type"] == "cuda"
+    assert not any("does not know" in w for w in xpu["warnings"])  # before: 'xpu_runtime' x4 counted as other
+
+
+def test_xpu_launches_give_kernels_their_step(tmp_path):
+    table, info = load(write(tmp_path, xpu_trace()))
+    kernels = np.flatnonzero(table.mask_kind(K.KERNEL, K.COMM))
+    assert sorted(table["step"][kernels].tolist()) == [1, 1, 2, 2]
+    assert info.generation["categories"] == "xpu" and info.generation["platform"] == "xpu"
+    assert (table["kind"] == K.RUNTIME).sum() == 6  # urEnqueueKernelLaunch x4 + zeCommandList... x2
+
+
+@pytest.mark.parametrize("host_coll", ["xccl:all_reduce", "ucc:all_reduce", "mpi:all_reduce", "nccl:all_reduce"])
+def test_the_launch_context_of_every_c10d_backend_makes_its_kernel_communication(tmp_path, host_coll):
+    """No collective args anywhere (no record_param_comms) and a kernel name no rule knows: only the host op
+    that launched it says it is a collective. Before, xccl/ucc/mpi kernels were compute (comm 0, compute 300)."""
+    out = _analyze(write(tmp_path, xpu_trace(host_coll=host_coll, metadata=False)))
+    for step in out["ranks"][0]["steps"]:
+        assert {k: step[k] for k in EXPECTED} == EXPECTED
+
+
+@pytest.mark.parametrize("runtime", ["privateuse1_runtime", "privateuse1_driver", "musa_runtime", "mlu_runtime"])
+def test_renamed_runtime_categories_link_their_kernels(tmp_path, runtime):
+    out = _analyze(write(tmp_path, xpu_trace(runtime=runtime, driver=runtime)))
+    for step in out["ranks"][0]["steps"]:
+        assert {k: step[k] for k in EXPECTED} == EXPECTED
+    assert not any("does not know" in w for w in out["warnings"])
+
+
+def test_a_pid_with_host_launch_calls_is_no_device():
+    cats = ["kernel", "xpu_runtime", "privateuse1_runtime", "cpu_op"]
+    pid = np.array([0, 0, 5, 5, 9, 9])
+    cat = np.array([0, 1, 0, 2, 0, 3])
+    assert device_pids(pid, cat, cats).tolist() == []  # each pid holds a host category
+    assert device_pids(np.array([0, 7]), np.array([0, 1]), cats).tolist() == [0]
+
+
+@pytest.mark.parametrize(("name", "op"), [("hcom_allReduce__503_0_1", "all_reduce"),
+                                          ("hcom_allGather__410_2_1", "all_gather"),
+                                          ("hcom_reduceScatter__77_0_1", "reduce_scatter"),
+                                          ("hcom_alltoallv__12_0_1", "all_to_all"),
+                                          ("hcom_broadcast__3_0_1", "broadcast"),
+                                          ("hcom_send__9_0_1", "send"), ("hcom_receive__9_0_1", "recv")])
+def test_hccl_device_tasks_are_communication_with_their_op(name, op):
+    rule = RuleSet().match([name])[0]
+    assert rule is not None and rule.library == "hccl"
+    assert normalize_op(name) == op
+
+
+def test_names_that_only_contain_hcom_are_not_communication():
+    assert RuleSet().match(["my_hcom_kernel", "aclnnHcomLike"]) == [None, None]
