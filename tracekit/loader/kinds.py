@@ -45,6 +45,7 @@ CATEGORIES: tuple[Category, ...] = (
     Category("Memcpy", K.MEMCPY, DEVICE, "kineto-1.8"),
     Category("Memset", K.MEMSET, DEVICE, "kineto-1.8"),
     Category("Runtime", K.RUNTIME, HOST, "kineto-1.8"),
+    Category("Operator", K.CPU_OP, HOST, "kineto-1.8"),  # every host event of 1.8, ProfilerStep#N included
     # CUPTI range-profiler mode: one event per profiled range (a kernel replayed for its counters)
     Category("cuda_profiler_range", K.KERNEL, DEVICE, "cupti-range-profiler"),
     # Meta MTIA: device work on the MTIA process ("MTIA <n>" pids), the runtime on the host
@@ -75,7 +76,7 @@ HOST_CATS = {c.cat for c in CATEGORIES if c.place == HOST}
 MEMCPY_CATS = {c.cat for c in CATEGORIES if c.kind in (K.MEMCPY, K.MEMSET)}  # their args carry "bytes"
 # Categories only a host thread writes: a pid with one of them is an OS process, never a device. MTIA's runtime
 # is left out: the device writes its own synchronize records in that category.
-HOST_PID_CATS = frozenset({"cpu_op"} | {c.cat for c in CATEGORIES if c.kind == K.RUNTIME and c.generation != "mtia"})
+HOST_PID_CATS = frozenset(c.cat for c in CATEGORIES if c.kind in (K.CPU_OP, K.RUNTIME) and c.generation != "mtia")
 # The accelerator a trace's categories name, where they name one other than CUDA/ROCm (told apart elsewhere)
 PLATFORM_OF_GENERATION = {"mtia": "mtia", "xpu": "xpu", "privateuse1": "privateuse1", "musa": "musa", "mlu": "mlu"}
 
@@ -86,6 +87,30 @@ DEVICE_NAME_KINDS: tuple[tuple[str, re.Pattern, K], ...] = (
     ("mtia_ccp_events", re.compile(r"^event_(record|wait)"), K.SYNC),
 )
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+_THREAD_RE = re.compile(r"^(?:stream )?(\d{1,18})$")
+
+
+def thread_ids(tids: Sequence) -> np.ndarray:
+    """The ``tid`` column (a device event's stream, a host event's thread). PyTorch ~1.8-1.10 wrote tids as
+    strings: ``"stream 7"`` on the device pid, ``"456"`` on the host; those read as their number, so that the
+    host threads stay apart and a kernel keeps its stream (before, every string tid read as absent: all host
+    threads one thread, every stream -1). Other strings (a thread's name) stay absent (-1)."""
+    try:
+        return np.array(tids, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_thread_id(t) for t in tids], dtype=np.int64)
+
+
+def _thread_id(t) -> int:
+    if type(t) is int:
+        return t if -2**62 < t < 2**62 else ABSENT
+    if type(t) is float and t == t and abs(t) < 2**62:
+        return int(t)
+    if isinstance(t, str) and (m := _THREAD_RE.match(t.strip())):
+        return int(m.group(1))
+    return ABSENT
 
 
 def _per_name(names: Sequence[str], test, codes: np.ndarray) -> np.ndarray:
@@ -134,7 +159,7 @@ def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.nd
     annot = (kind == K.ANNOTATION) & ~is_device
     if cpu_run:
         kind[annot & comm_name] = K.COMM  # gloo:* worker-thread spans
-    kind[annot & step_name] = K.STEP
+    kind[(annot | ((kind == K.CPU_OP) & ~is_device)) & step_name] = K.STEP  # 1.8 wrote steps as "Operator"
     kind[annot & tk_wait] = K.SYNC
     kind[annot & tk_comm] = K.CPU_COMM_OP
     kind[annot & host_comm & (kind == K.ANNOTATION)] = K.CPU_COMM_OP  # nccl:all_reduce, hccl:allgather, ...

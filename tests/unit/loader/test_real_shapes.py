@@ -125,3 +125,63 @@ def test_hccl_device_tasks_are_communication_with_their_op(name, op):
 
 def test_names_that_only_contain_hcom_are_not_communication():
     assert RuleSet().match(["my_hcom_kernel", "aclnnHcomLike"]) == [None, None]
+
+
+def _op18(name, tid, ts, dur, **args):
+    return {"ph": "X", "cat": "Operator", "name": name, "pid": 13721, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"Input Dims": [], **args}}
+
+
+def _dev18(cat, name, ts, dur, corr, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": "stream 7", "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "external id": 4, **args}}
+
+
+def _rt18(name, ts, dur, corr, tid="456"):
+    return {"ph": "X", "cat": "Runtime", "name": name, "pid": 13721, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "external id": 4}}
+
+
+# PyTorch 1.8's shape (torch-tb-profiler's test_all_categories, pytorch/kineto tb_plugin/test/test_profiler.py):
+# host events in "Operator" (ProfilerStep#1 too), string tids ("123", "456", "stream 7"). tb_profiler's answer
+# for step 1: kernel 15 us, memcpy 10, memset 5.
+PT18 = [_op18("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "123", 100, 180),
+        _op18("aten::to", "123", 200, 60), _op18("aten::nll_loss_backward", "456", 340, 70),
+        _op18("ProfilerStep#1", "123", 50, 400),
+        _dev18("Memcpy", "Memcpy HtoD (Pageable -> Device)", 405, 10, 334, stream=7),
+        _rt18("cudaMemcpyAsync", 360, 20, 334),
+        _dev18("Memset", "Memset (Device)", 420, 5, 40344, stream=7), _rt18("cudaMemsetAsync", 390, 10, 40344),
+        _dev18("Kernel", "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", 430, 15, 40348, device=0),
+        _rt18("cudaLaunchKernel", 405, 5, 40348)]
+
+
+def test_pytorch_1_8_operators_steps_and_string_tids(tmp_path):
+    """Before: 'Operator' unknown (no step found, 0 host ops, a warning), every string tid -1 (stream -1)."""
+    path = write(tmp_path, trace(PT18))
+    step = _analyze(path)["ranks"][0]["steps"]
+    assert [(s["step"], s["compute_us"], s["memcpy_us"], s["memset_us"]) for s in step] == [(1, 15.0, 10.0, 5.0)]
+    table, info = load(path)
+    assert info.generation["categories"] == "kineto-1.8"
+    names = table.decode("name_id")
+    stream = dict(zip(names, table["stream"].tolist()))
+    assert stream["void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"] == 7
+    assert (stream["aten::to"], stream["aten::nll_loss_backward"]) == (123, 456)
+    assert (table["kind"] == K.CPU_OP).sum() == 3 and (table["kind"] == K.STEP).sum() == 1
+
+
+def test_string_tids_keep_host_threads_apart_for_the_launch_context(tmp_path):
+    """The collective's launch on thread "456" lies inside an aten::copy_ of thread "123". With the threads read
+    apart, the innermost host op around the launch is c10d::allreduce_, so the kernel is communication; before,
+    both threads read as -1 and the other thread's aten::copy_ made it compute."""
+    evs = [_op18("ProfilerStep#1", "123", 50, 400), _op18("aten::copy_", "123", 303, 7),
+           _op18("c10d::allreduce_", "456", 300, 20),
+           _rt18("cudaLaunchKernel", 305, 2, 9), _dev18("Kernel", "some_fused_allreduce_kernel", 330, 40, 9, device=0)]
+    table, _ = load(write(tmp_path, trace(evs)))
+    assert table["kind"][table.decode("name_id").tolist().index("some_fused_allreduce_kernel")] == K.COMM
+
+
+@pytest.mark.parametrize(("tid", "value"), [("stream 7", 7), ("456", 456), (" 12 ", 12), ("Thread 1", -1),
+                                            ("stream x", -1), (7, 7), (2**63, -1), (None, -1), ("9" * 30, -1)])
+def test_thread_ids(tid, value):
+    from tracekit.loader.kinds import thread_ids
+    assert thread_ids([tid, 3]).tolist() == [value, 3]
