@@ -103,7 +103,7 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact, name
     cat_id = cat_map[cat_codes] if len(kept) else np.empty(0, np.int32)
 
     pid = _ints([e.pid for e in kept])
-    tid = _ints([e.tid for e in kept])
+    tid = _ints([_tid(e.tid) for e in kept])
     args = [e.args for e in kept]
     correlation = _ints([a.correlation if a is not None else None for a in args])
     external = _ints([a.external_id if a is not None else None for a in args])
@@ -293,3 +293,12 @@ def reference_load(path: str, rules=None):
     trace, warnings = decode(data, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
     return build_table(trace, path, rules or RuleSet(), warnings, exact)
+
+
+def _tid(t):
+    """PyTorch 1.8's string tids ("stream 7", "456") as their numbers, written apart from the loader's regex."""
+    if isinstance(t, str):
+        text = t.strip()
+        text = text[len("stream "):] if text.startswith("stream ") else text
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+    return t

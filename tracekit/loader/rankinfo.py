@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import TraceFormatError
 from ..model.events import EventKind as K
 from ..model.events import EventTable
 from ..model.traceset import ProcessGroup, RankInfo, parse_ranks
@@ -54,6 +55,8 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
                                    tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
     device_type, cats = _device_type(trace, table)
+    if len(table) and generation_of(cats) == "unknown":
+        raise TraceFormatError(_not_kineto(path, table))
     gpus = len(trace.deviceProperties or [])
     nccl = di is not None and "nccl" in str(di.backend or "")
     if device_type == "cpu" and len(table) and (gpus or nccl):
@@ -107,3 +110,16 @@ def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
 
 
 
+
+
+def _not_kineto(path: str, table: EventTable) -> str:
+    """A Chrome trace whose events carry none of the categories PyTorch's profiler writes (a JAX/XLA or
+    TensorFlow trace-viewer export, a Perfetto or Nsight conversion, events without ``cat``): nothing in it could
+    be told apart as a kernel, an operator or a step, so every figure would be 0 and every budget would pass."""
+    codes, counts = np.unique(table["cat_id"], return_counts=True)
+    top = sorted(zip(counts.tolist(), codes.tolist()), reverse=True)[:3]
+    names = [table.strings[c] if 0 <= c < len(table.strings) else "" for _, c in top]
+    seen = ", ".join(f"{repr(name) if name else 'none'} ×{n}" for name, (n, _) in zip(names, top))
+    return (f"{path}: none of its {len(table)} events is in a category PyTorch's profiler writes (cat: {seen}); "
+            "not a PyTorch profiler (Kineto) trace -- a JAX/XLA, Perfetto or other Chrome trace? Record the run with "
+            "torch.profiler and export_chrome_trace")

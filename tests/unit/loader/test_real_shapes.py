@@ -185,3 +185,39 @@ def test_string_tids_keep_host_threads_apart_for_the_launch_context(tmp_path):
 def test_thread_ids(tid, value):
     from tracekit.loader.kinds import thread_ids
     assert thread_ids([tid, 3]).tolist() == [value, 3]
+
+
+# A JAX/XLA trace-viewer export (TensorBoard's profile plugin): no "cat", lanes named by process_name metadata.
+JAX = {"displayTimeUnit": "ns", "traceEvents": [
+    {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+    {"ph": "X", "pid": 1, "tid": 1, "name": "fusion.1", "ts": 100.5, "dur": 20.25},
+    {"ph": "X", "pid": 1, "tid": 1, "name": "all-reduce.3", "ts": 130.0, "dur": 40.0},
+    {"ph": "X", "pid": 701, "tid": 5, "name": "PjitFunction(train_step)", "ts": 90.0, "dur": 100.0}]}
+
+
+@pytest.mark.parametrize("command", [["info"], ["analyze", "--format", "json"], ["report", "-o", "{tmp}/r.html"],
+                                     ["annotate", "-o", "{tmp}/a.json"],
+                                     ["check", "--budget", "exposed_comm_share<=1"]])
+def test_a_chrome_trace_without_kineto_categories_is_refused(tmp_path, command):
+    """Before: every figure 0, a warning, and `check --budget` PASSED on a trace nothing of which was read."""
+    path = write(tmp_path, JAX)
+    args = [a.format(tmp=tmp_path) for a in command]
+    res = CliRunner().invoke(cli, [*args, path, "--no-cache"])
+    assert res.exit_code == 3, res.output
+    assert "not a PyTorch profiler (Kineto) trace" in res.output and "cat: none ×3" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_one_kineto_category_is_enough(tmp_path):
+    """A Kineto trace with a few catless events merged in still loads (only a trace with none is refused)."""
+    doc = {"traceEvents": JAX["traceEvents"] + [_x("cpu_op", "aten::mm", 95.0, 10.0)]}
+    table, info = load(write(tmp_path, doc))
+    assert len(table) == 4 and info.generation["categories"] == "kineto"
+
+
+def test_a_bare_event_array_is_one_line(tmp_path):
+    """torch_npu's trace_view.json: a JSON array, string ts, device lanes only by process_name."""
+    evs = [{"ph": "M", "name": "process_name", "pid": 4, "tid": 0, "args": {"name": "Ascend Hardware"}},
+           {"ph": "X", "name": "MatMulV2", "ts": "1699529623106750", "dur": 100, "tid": 3, "pid": 4, "args": {}}]
+    res = CliRunner().invoke(cli, ["analyze", write(tmp_path, evs), "--no-cache"])
+    assert res.exit_code == 3 and "JSON without a 'traceEvents' list" in res.output
