@@ -75,8 +75,7 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         + ("+nccl_version" if di is not None and di.nccl_version else ""),
         "pg_config": pg_style,
         "msg_fields": facts.msg_style or "none",
-        "flow_category": "ac2g" if "ac2g" in flow_cats else ("async_cpu_to_gpu" if "async_cpu_to_gpu" in flow_cats
-                                                              else "none"),
+        "flow_category": next((c for c in ("ac2g", "async_cpu_to_gpu", "async_gpu", "async") if c in flow_cats), "none"),
         "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,

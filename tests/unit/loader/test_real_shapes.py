@@ -221,3 +221,32 @@ def test_a_bare_event_array_is_one_line(tmp_path):
            {"ph": "X", "name": "MatMulV2", "ts": "1699529623106750", "dur": 100, "tid": 3, "pid": 4, "args": {}}]
     res = CliRunner().invoke(cli, ["analyze", write(tmp_path, evs), "--no-cache"])
     assert res.exit_code == 3 and "JSON without a 'traceEvents' list" in res.output
+
+
+PT18_REAL = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "kineto-tb-plugin"
+                / "pt18-v100-excerpt.json.gz")
+
+
+def test_a_real_pytorch_1_8_trace_excerpt():
+    """tests/data/kineto-tb-plugin (verbatim events of a PyTorch 1.8 V100 trace). Before: no step (ProfilerStep#2
+    was an unknown 'Operator'), the whole trace one window (step -1), the flows' category 'none'."""
+    out = _analyze(PT18_REAL)
+    (step,) = out["ranks"][0]["steps"]
+    assert (step["step"], step["compute_us"], step["memcpy_us"], step["host_wall_us"]) == (2, 13.0, 1.0, 13410.0)
+    table, info = load(PT18_REAL)
+    kernels = table.mask_kind(K.KERNEL)
+    assert kernels.sum() == 5 and set(table["step"][kernels].tolist()) == {2}
+    assert set(table["stream"][kernels].tolist()) == {7}
+    host = table.mask_kind(K.CPU_OP)
+    assert set(table["stream"][host].tolist()) == {24572, 24610}  # the autograd thread apart from the main one
+    assert info.generation["flow_category"] == "async" and info.generation["categories"] == "kineto-1.8"
+
+
+@pytest.mark.parametrize("command", [["info"], ["analyze", "--critical-path"], ["report", "-o", "{tmp}/r.html"],
+                                     ["annotate", "-o", "{tmp}/a.json"],
+                                     ["check", "--budget", "exposed_comm_share<=1"]])
+def test_every_command_reads_the_new_shapes(tmp_path, command):
+    args = [a.format(tmp=tmp_path) for a in command]
+    for path in (PT18_REAL, write(tmp_path, xpu_trace(), "xpu.json")):
+        res = CliRunner().invoke(cli, [*args, path, "--no-cache"])
+        assert res.exit_code == 0, res.output
