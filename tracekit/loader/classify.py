@@ -45,6 +45,7 @@ DEEPEP_KERNELS = ("notify_dispatch", "cached_notify_dispatch", "cached_notify_co
                   "notify_combine", "dispatch", "combine", "clean_low_latency_buffer", "barrier")
 DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^(void )?ncclKernel_", "nccl"),
+    CommRule(r"^(void )?nccl[A-Z][A-Za-z]*Kernel_", "nccl"),  # NCCL <= 2.8: ncclAllReduceRingLLKernel_sum_f32(ncclColl)
     CommRule(r"^(void )?ncclDevKernel", "nccl"),
     CommRule(r"^(void )?ncclSymk?DevKernel_", "nccl"),
     CommRule(r"(?i)^(void )?rccl", "rccl"),
@@ -88,12 +89,15 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
 )
 
 
+_NCCL_PREFIX = re.compile(r"^(void )?nccl(Symk?Dev|Dev)?(Kernel)?_?(?=[A-Z])")
+
+
 def normalize_op(text: str | None) -> str:
     """A collective's op in tracekit's words: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,
     send, recv, send_recv, reduce, gather, scatter, barrier, dispatch, combine; "" when unknown."""
     if not text:
         return ""
-    t = text.split("(")[0]
+    t = _NCCL_PREFIX.sub("", text.split("(")[0])  # "ncclReduceRingLL...", "ncclKernel_Reduce_RING_LL_Sum_float"
     for pattern, op in _OP_PATTERNS:
         if pattern.search(t):
             return op

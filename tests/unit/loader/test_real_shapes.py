@@ -250,3 +250,26 @@ def test_every_command_reads_the_new_shapes(tmp_path, command):
     for path in (PT18_REAL, write(tmp_path, xpu_trace(), "xpu.json")):
         res = CliRunner().invoke(cli, [*args, path, "--no-cache"])
         assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize(("name", "op"), [
+    ("ncclAllReduceRingLLKernel_sum_f32(ncclColl)", "all_reduce"),  # NCCL 2.4-2.8 (PyTorch 1.x, Paddle)
+    ("ncclReduceRingLLKernel_sum_f32(ncclColl)", "reduce"),
+    ("ncclBroadcastRingLLKernel_copy_i8(ncclColl)", "broadcast"),
+    ("ncclAllGatherRingLLKernel_copy_i8(ncclColl)", "all_gather"),
+    ("ncclReduceScatterRingLLKernel_sum_f16(ncclColl)", "reduce_scatter"),
+    ("ncclSendRecvKernel_copy_i8(ncclWorkElem)", "send_recv"),
+    ("ncclKernel_Reduce_RING_LL_Sum_float(ncclWorkElem)", "reduce"),  # 2.9-2.18: before, op ""
+    ("ncclDevKernel_Reduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "reduce"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "all_reduce")])
+def test_every_nccl_kernel_generation_is_communication_with_its_op(name, op):
+    """Before: NCCL <= 2.8's kernel names matched no rule (compute, unless the launch context said otherwise),
+    and a Reduce kernel after the "ncclKernel_" prefix had no op."""
+    rule = RuleSet().match([name])[0]
+    assert rule is not None and rule.library == "nccl"
+    assert normalize_op(name) == op
+
+
+def test_nccl_prefixed_host_ops_and_compute_kernels_are_untouched():
+    assert normalize_op("nccl:reduce") == "reduce" and normalize_op("nccl:all_reduce") == "all_reduce"
+    assert RuleSet().match(["ncclUnrelatedHelper", "void at::native::reduce_kernel<512, 1>"]) == [None, None]
