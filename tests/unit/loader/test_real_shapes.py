@@ -273,3 +273,12 @@ def test_every_nccl_kernel_generation_is_communication_with_its_op(name, op):
 def test_nccl_prefixed_host_ops_and_compute_kernels_are_untouched():
     assert normalize_op("nccl:reduce") == "reduce" and normalize_op("nccl:all_reduce") == "all_reduce"
     assert RuleSet().match(["ncclUnrelatedHelper", "void at::native::reduce_kernel<512, 1>"]) == [None, None]
+
+
+def test_a_kineto_trace_that_recorded_nothing_is_still_the_empty_window_error(tmp_path):
+    """Only Kineto's own "Trace" span: a Kineto trace with no activity, not a foreign one."""
+    doc = {"traceEvents": [{"ph": "X", "cat": "Trace", "ts": 1, "dur": 5, "pid": "Traces", "tid": "PyTorch Profiler",
+                            "name": "PyTorch Profiler (0)", "args": {"Op count": 0}}]}
+    res = CliRunner().invoke(cli, ["analyze", write(tmp_path, doc), "--no-cache"])
+    assert res.exit_code == 3 and "no step and no events" in res.output
+    assert "not a PyTorch profiler" not in res.output
