@@ -229,7 +229,8 @@ PT18_REAL = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "dat
 
 def test_a_real_pytorch_1_8_trace_excerpt():
     """tests/data/kineto-tb-plugin (verbatim events of a PyTorch 1.8 V100 trace). Before: no step (ProfilerStep#2
-    was an unknown 'Operator'), the whole trace one window (step -1), the flows' category 'none'."""
+    was an unknown 'Operator'), the whole trace one window (step -1), the flows' category 'none', no device
+    properties (1.8 calls them computeProperties)."""
     out = _analyze(PT18_REAL)
     (step,) = out["ranks"][0]["steps"]
     assert (step["step"], step["compute_us"], step["memcpy_us"], step["host_wall_us"]) == (2, 13.0, 1.0, 13410.0)
@@ -240,6 +241,7 @@ def test_a_real_pytorch_1_8_trace_excerpt():
     host = table.mask_kind(K.CPU_OP)
     assert set(table["stream"][host].tolist()) == {24572, 24610}  # the autograd thread apart from the main one
     assert info.generation["flow_category"] == "async" and info.generation["categories"] == "kineto-1.8"
+    assert [p["name"] for p in info.device_properties] == ["Tesla V100-DGXS-32GB"]  # from 1.8's computeProperties
 
 
 @pytest.mark.parametrize("command", [["info"], ["analyze", "--critical-path"], ["report", "-o", "{tmp}/r.html"],
