@@ -103,7 +103,7 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact, name
     cat_id = cat_map[cat_codes] if len(kept) else np.empty(0, np.int32)
 
     pid = _ints([e.pid for e in kept])
-    tid = _ints([e.tid for e in kept])
+    tid = _ints([_tid(e.tid) for e in kept])
     args = [e.args for e in kept]
     correlation = _ints([a.correlation if a is not None else None for a in args])
     external = _ints([a.external_id if a is not None else None for a in args])
@@ -239,8 +239,7 @@ def _rank_info_before_evidence(trace: Trace, path: str, table: EventTable, flow_
         + ("+nccl_version" if di is not None and di.nccl_version else ""),
         "pg_config": pg_style,
         "msg_fields": _msg_style(kept),
-        "flow_category": "ac2g" if "ac2g" in flow_cats else ("async_cpu_to_gpu" if "async_cpu_to_gpu" in flow_cats
-                                                              else "none"),
+        "flow_category": next((c for c in ("ac2g", "async_cpu_to_gpu", "async_gpu", "async") if c in flow_cats), "none"),
         "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,
@@ -293,3 +292,12 @@ def reference_load(path: str, rules=None):
     trace, warnings = decode(data, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
     return build_table(trace, path, rules or RuleSet(), warnings, exact)
+
+
+def _tid(t):
+    """PyTorch 1.8's string tids ("stream 7", "456") as their numbers, written apart from the loader's regex."""
+    if isinstance(t, str):
+        text = t.strip()
+        text = text[len("stream "):] if text.startswith("stream ") else text
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+    return t

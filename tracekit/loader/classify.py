@@ -46,10 +46,12 @@ DEEPEP_KERNELS = ("notify_dispatch", "cached_notify_dispatch", "cached_notify_co
                   "notify_combine", "dispatch", "combine", "clean_low_latency_buffer", "barrier")
 DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^(void )?ncclKernel_", "nccl"),
+    CommRule(r"^(void )?nccl[A-Z][A-Za-z]*Kernel_", "nccl"),  # NCCL <= 2.8: ncclAllReduceRingLLKernel_sum_f32(ncclColl)
     CommRule(r"^(void )?ncclDevKernel", "nccl"),
     CommRule(r"^(void )?ncclSymk?DevKernel_", "nccl"),
     CommRule(r"(?i)^(void )?rccl", "rccl"),
     CommRule(r"(?i)^hccl", "hccl"),
+    CommRule(r"^hcom_", "hccl"),  # Ascend HCCL's device tasks: hcom_allReduce__503_0_1, hcom_receive_, ...
     CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
     CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
     CommRule(r"(?i)nvshmem", "nvshmem"),
@@ -59,7 +61,9 @@ DEFAULT_RULES: tuple[CommRule, ...] = (
 )
 
 # Host ops that issue a collective (not compute, not a comm interval): the launch context of its kernels.
-HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|gloo:|c10d_functional::|"
+# Each c10d backend names its collectives "<backend>:<op>" (ProcessGroupNCCL's "nccl:all_reduce", XCCL's (Intel
+# oneCCL, PyTorch >= 2.7) "xccl:all_reduce", UCC's "ucc:all_reduce", MPI's "mpi:all_reduce", torch_npu's HCCL).
+HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|xccl:|ucc:|mpi:|gloo:|c10d_functional::|"
                           r"_c10d_functional::)")
 
 _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
@@ -79,10 +83,14 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"(^|[^a-z_])reduce", "reduce"),
         (r"(^|[^a-z])send", "send"),
         (r"(^|[^a-z])recv", "recv"),
+        (r"(^|[^a-z])receive", "recv"),  # HCCL's hcom_receive_
         (r"dispatch", "dispatch"),
         (r"combine", "combine"),
     )
 )
+
+
+_NCCL_PREFIX = re.compile(r"^(void )?nccl(Symk?Dev|Dev)?(Kernel)?_?(?=[A-Z])")
 
 
 def normalize_op(text: str | None) -> str:
@@ -90,7 +98,7 @@ def normalize_op(text: str | None) -> str:
     send, recv, send_recv, reduce, gather, scatter, barrier, dispatch, combine; "" when unknown."""
     if not text:
         return ""
-    t = text.split("(")[0]
+    t = _NCCL_PREFIX.sub("", text.split("(")[0])  # "ncclReduceRingLL...", "ncclKernel_Reduce_RING_LL_Sum_float"
     for pattern, op in _OP_PATTERNS:
         if pattern.search(t):
             return op

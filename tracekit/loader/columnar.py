@@ -20,7 +20,7 @@ from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
-from .kinds import MEMCPY_CATS, assign_steps, classify_kinds
+from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, thread_ids
 from .linking import comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 
@@ -134,7 +134,7 @@ class TableBuilder:
         p["name"].append(_recode(self.names, *_factorize([e.name for e in kept])))
         p["cat"].append(_recode(self.cats, cat_codes, cats))
         p["pid"].append(_ints([e.pid for e in kept]))
-        p["tid"].append(_ints([e.tid for e in kept]))
+        p["tid"].append(thread_ids([e.tid for e in kept]))  # "stream 7" (PyTorch 1.8) is stream 7
         args = [e.args for e in kept]
         p["correlation"].append(_ints([a.correlation if a is not None else -1 for a in args]))
         p["external"].append(_ints([a.external_id if a is not None else -1 for a in args]))

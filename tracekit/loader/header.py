@@ -16,7 +16,7 @@ from ..formats.core import short_repr as _short
 from .structs import DistInfo, PgConfig, Trace
 
 HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
-                 "schemaVersion")
+                 "schemaVersion", "computeProperties")
 _SCALARS = (str, int, float, bool)
 _MAX_RANK = 2**31 - 1
 
@@ -56,7 +56,8 @@ def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]
         else:
             bad("baseTimeNanoseconds", base, "is not an integer number of ns")
     trace.distributedInfo = _dist_info(values.get("distributedInfo"), bad)
-    trace.deviceProperties = _device_properties(values.get("deviceProperties"), bad)
+    props = "deviceProperties" if values.get("deviceProperties") is not None else "computeProperties"  # 1.8's name
+    trace.deviceProperties = _device_properties(values.get(props), bad, props)
     for name in ("trace_id", "host_name", "schemaVersion"):
         v = values.get(name)
         if v is not None and not isinstance(v, _SCALARS):
@@ -136,13 +137,13 @@ def _pg_config(raw: Any, i: int, bad: Report) -> PgConfig | None:
     return pg
 
 
-def _device_properties(props: Any, bad: Report) -> list[dict] | None:
+def _device_properties(props: Any, bad: Report, field: str = "deviceProperties") -> list[dict] | None:
     if props is None:
         return None
     if not isinstance(props, list):
-        bad("deviceProperties", props, "is not a list")
+        bad(field, props, "is not a list")
         return None
     kept = [p for p in props if isinstance(p, dict)]
     if len(kept) < len(props):
-        bad("deviceProperties", props, f"holds {len(props) - len(kept)} entries that are not objects")
+        bad(field, props, f"holds {len(props) - len(kept)} entries that are not objects")
     return kept

@@ -45,16 +45,40 @@ CATEGORIES: tuple[Category, ...] = (
     Category("Memcpy", K.MEMCPY, DEVICE, "kineto-1.8"),
     Category("Memset", K.MEMSET, DEVICE, "kineto-1.8"),
     Category("Runtime", K.RUNTIME, HOST, "kineto-1.8"),
+    Category("Operator", K.CPU_OP, HOST, "kineto-1.8"),  # every host event of 1.8, ProfilerStep#N included
     # CUPTI range-profiler mode: one event per profiled range (a kernel replayed for its counters)
     Category("cuda_profiler_range", K.KERNEL, DEVICE, "cupti-range-profiler"),
     # Meta MTIA: device work on the MTIA process ("MTIA <n>" pids), the runtime on the host
     Category("mtia_ccp_events", K.KERNEL, DEVICE, "mtia"),
     Category("mtia_runtime", K.RUNTIME, HOST, "mtia"),
+    # Intel XPU (Kineto's XPUPTI plugin, PyTorch >= 2.4): kernels, copies and fills in the kineto device
+    # categories on the device pid; the launches (urEnqueueKernelLaunch, ...) and Level Zero calls on the host,
+    # carrying the correlation id the kernel carries
+    Category("xpu_runtime", K.RUNTIME, HOST, "xpu"),
+    Category("xpu_driver", K.RUNTIME, HOST, "xpu"),
+    # An out-of-tree accelerator behind PyTorch's PrivateUse1 backend (Kineto's PRIVATEUSE1_RUNTIME/_DRIVER)
+    Category("privateuse1_runtime", K.RUNTIME, HOST, "privateuse1"),
+    Category("privateuse1_driver", K.RUNTIME, HOST, "privateuse1"),
+    # Vendor forks of Kineto that renamed the CUDA categories: Moore Threads MUSA (MooreThreads/kineto) and
+    # Cambricon MLU; their kernels stay in "kernel"
+    Category("musa_runtime", K.RUNTIME, HOST, "musa"),
+    Category("musa_driver", K.RUNTIME, HOST, "musa"),
+    Category("musa_sync", K.SYNC, DEVICE, "musa"),
+    Category("musa_profiler_range", K.KERNEL, DEVICE, "musa"),
+    Category("mlu_runtime", K.RUNTIME, HOST, "mlu"),
+    Category("mlu_memcpy", K.MEMCPY, DEVICE, "mlu"),
+    Category("mlu_memset", K.MEMSET, DEVICE, "mlu"),
+    Category("mlu_user_annotation", K.ANNOTATION, DEVICE, "mlu"),
 )
 BY_CAT = {c.cat: c for c in CATEGORIES}
 DEVICE_CATS = {c.cat for c in CATEGORIES if c.place == DEVICE}
 HOST_CATS = {c.cat for c in CATEGORIES if c.place == HOST}
 MEMCPY_CATS = {c.cat for c in CATEGORIES if c.kind in (K.MEMCPY, K.MEMSET)}  # their args carry "bytes"
+# Categories only a host thread writes: a pid with one of them is an OS process, never a device. MTIA's runtime
+# is left out: the device writes its own synchronize records in that category.
+HOST_PID_CATS = frozenset(c.cat for c in CATEGORIES if c.kind in (K.CPU_OP, K.RUNTIME) and c.generation != "mtia")
+# The accelerator a trace's categories name, where they name one other than CUDA/ROCm (told apart elsewhere)
+PLATFORM_OF_GENERATION = {"mtia": "mtia", "xpu": "xpu", "privateuse1": "privateuse1", "musa": "musa", "mlu": "mlu"}
 
 # Device events of a category whose name says they are a copy or a sync, not compute (MTIA's DMA requests and
 # event records/waits, as HTA's MTIA memory pattern ^dma).
@@ -65,6 +89,30 @@ DEVICE_NAME_KINDS: tuple[tuple[str, re.Pattern, K], ...] = (
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 
+_THREAD_RE = re.compile(r"^(?:stream )?(\d{1,18})$")
+
+
+def thread_ids(tids: Sequence) -> np.ndarray:
+    """The ``tid`` column (a device event's stream, a host event's thread). PyTorch ~1.8-1.10 wrote tids as
+    strings: ``"stream 7"`` on the device pid, ``"456"`` on the host; those read as their number, so that the
+    host threads stay apart and a kernel keeps its stream (before, every string tid read as absent: all host
+    threads one thread, every stream -1). Other strings (a thread's name) stay absent (-1)."""
+    try:
+        return np.array(tids, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_thread_id(t) for t in tids], dtype=np.int64)
+
+
+def _thread_id(t) -> int:
+    if type(t) is int:
+        return t if -2**62 < t < 2**62 else ABSENT
+    if type(t) is float and t == t and abs(t) < 2**62:
+        return int(t)
+    if isinstance(t, str) and (m := _THREAD_RE.match(t.strip())):
+        return int(m.group(1))
+    return ABSENT
+
+
 def _per_name(names: Sequence[str], test, codes: np.ndarray) -> np.ndarray:
     return np.array([bool(test(n)) for n in names] or [False], dtype=bool)[codes]
 
@@ -73,7 +121,7 @@ def device_pids(pid: np.ndarray, cat_codes: np.ndarray, cats: Sequence[str]) -> 
     """The pids device work runs on: those of events in device categories, less those with host operators
     (a host pid is the OS process id; Kineto's device pids are the device ordinals)."""
     dev_cat = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)[cat_codes]
-    host_cat = np.array([c in ("cpu_op", "cuda_runtime", "Runtime") for c in cats] or [False], dtype=bool)[cat_codes]
+    host_cat = np.array([c in HOST_PID_CATS for c in cats] or [False], dtype=bool)[cat_codes]
     return np.setdiff1d(np.unique(pid[dev_cat]), np.unique(pid[host_cat]))
 
 
@@ -111,7 +159,7 @@ def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.nd
     annot = (kind == K.ANNOTATION) & ~is_device
     if cpu_run:
         kind[annot & comm_name] = K.COMM  # gloo:* worker-thread spans
-    kind[annot & step_name] = K.STEP
+    kind[(annot | ((kind == K.CPU_OP) & ~is_device)) & step_name] = K.STEP  # 1.8 wrote steps as "Operator"
     kind[annot & tk_wait] = K.SYNC
     kind[annot & tk_comm] = K.CPU_COMM_OP
     kind[annot & host_comm & (kind == K.ANNOTATION)] = K.CPU_COMM_OP  # nccl:all_reduce, hccl:allgather, ...

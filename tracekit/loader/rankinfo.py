@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import TraceFormatError
 from ..model.events import EventKind as K
 from ..model.events import EventTable
 from ..model.traceset import ProcessGroup, RankInfo, parse_ranks
+from .checks import KNOWN_CATS
 from .decode import Trace
-from .kinds import generation_of
+from .kinds import BY_CAT, PLATFORM_OF_GENERATION, generation_of
 
 
 @dataclass
@@ -54,6 +56,8 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
                                    tuple(int(r) for r in ranks if isinstance(r, int)),
                                    int(pg.pg_size or len(ranks)), pg.backend_config or ""))
     device_type, cats = _device_type(trace, table)
+    if len(table) and not cats & KNOWN_CATS:  # a Kineto trace that recorded nothing still has its "Trace" span
+        raise TraceFormatError(_not_kineto(path, table))
     gpus = len(trace.deviceProperties or [])
     nccl = di is not None and "nccl" in str(di.backend or "")
     if device_type == "cpu" and len(table) and (gpus or nccl):
@@ -72,8 +76,7 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         + ("+nccl_version" if di is not None and di.nccl_version else ""),
         "pg_config": pg_style,
         "msg_fields": facts.msg_style or "none",
-        "flow_category": "ac2g" if "ac2g" in flow_cats else ("async_cpu_to_gpu" if "async_cpu_to_gpu" in flow_cats
-                                                              else "none"),
+        "flow_category": next((c for c in ("ac2g", "async_cpu_to_gpu", "async_gpu", "async") if c in flow_cats), "none"),
         "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,
@@ -89,14 +92,17 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
 
 
 def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
-    """("cuda" | "rocm" | "mtia" | "cpu", the categories present), from the device events themselves;
-    deviceProperties only tells ROCm from CUDA."""
+    """("cuda" | "rocm" | "mtia" | "xpu" | "privateuse1" | "musa" | "mlu" | "cpu", the categories present), from
+    the device events themselves and the categories of their launches (an XPU trace's kernels sit in "kernel",
+    as CUDA's do; its launches are "xpu_runtime"); deviceProperties only tells ROCm from CUDA."""
     cats = {table.strings[c] for c in np.unique(table["cat_id"]).tolist() if 0 <= c < len(table.strings)}
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     if not dev_mask.any():
         return "cpu", cats
-    if "mtia_ccp_events" in cats:
-        return "mtia", cats
+    platforms = sorted({PLATFORM_OF_GENERATION[BY_CAT[c].generation] for c in cats
+                        if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION})
+    if platforms:
+        return "+".join(platforms), cats
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)]
     rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
         "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
@@ -104,3 +110,16 @@ def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
 
 
 
+
+
+def _not_kineto(path: str, table: EventTable) -> str:
+    """A Chrome trace whose events carry none of the categories PyTorch's profiler writes (a JAX/XLA or
+    TensorFlow trace-viewer export, a Perfetto or Nsight conversion, events without ``cat``): nothing in it could
+    be told apart as a kernel, an operator or a step, so every figure would be 0 and every budget would pass."""
+    codes, counts = np.unique(table["cat_id"], return_counts=True)
+    top = sorted(zip(counts.tolist(), codes.tolist()), reverse=True)[:3]
+    names = [table.strings[c] if 0 <= c < len(table.strings) else "" for _, c in top]
+    seen = ", ".join(f"{repr(name) if name else 'none'} ×{n}" for name, (n, _) in zip(names, top))
+    return (f"{path}: none of its {len(table)} events is in a category PyTorch's profiler writes (cat: {seen}); "
+            "not a PyTorch profiler (Kineto) trace -- a JAX/XLA, Perfetto or other Chrome trace? Record the run with "
+            "torch.profiler and export_chrome_trace")

@@ -97,6 +97,7 @@ class RawTrace(msgspec.Struct):
     traceEvents: list[Event] | None = None
     distributedInfo: Any = None
     deviceProperties: Any = None
+    computeProperties: Any = None  # PyTorch 1.8's name for deviceProperties
     baseTimeNanoseconds: Any = None
     trace_id: Any = None
     host_name: Any = None

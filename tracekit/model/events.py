@@ -16,8 +16,8 @@ import numpy as np
 
 from .columns import Columns
 
-SCHEMA_VERSION = 4  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo;
-# 4: the [memory] address, reserved bytes and device
+SCHEMA_VERSION = 5  # 2: event kinds and communication from evidence (every generation); 3: truncation in RankInfo;
+# 4: the [memory] address, reserved bytes and device; 5: XPU/PrivateUse1/1.8 launch and operator categories, tids
 
 
 class EventKind(enum.IntEnum):
