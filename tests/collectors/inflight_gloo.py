@@ -42,7 +42,7 @@ def rank_main(rank: int, port: int, out: str, release: bool, mb: int = MB) -> No
     works: list = []
     # repeat=0: the schedule cycles, so the loop crosses warm-up start, recording start and stop/export twice
     with tracekit.profile(out, wait=1, warmup=1, active=2, repeat=0) as p:
-        for i in range(STEPS):
+        for _ in range(STEPS):
             for work in works:  # the previous step's prefetch, waited under this step's compute
                 work.wait()
             (torch.randn(32, 64) @ w).sum().backward()

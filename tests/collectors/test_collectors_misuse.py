@@ -71,7 +71,7 @@ def test_step_before_entry_and_after_exit_does_nothing(tmp_path):
         "rank 0: step() called outside `with tracekit.profile(...)`; ignored"]  # reported once, not per call
 
 
-def test_a_profile_object_entered_twice_records_the_second_run_too(tmp_path):
+def test_two_profiles_in_sequence_both_record(tmp_path):
     w = torch.randn(16, 16, requires_grad=True)
     for run in ("a", "b"):
         with tracekit.profile(tmp_path / run, wait=0, warmup=0, active=2) as p:
@@ -174,7 +174,7 @@ def test_dataloader_workers_forked_inside_the_profiled_loop(tmp_path):
                                          multiprocessing_context="fork")
     seen = []
     with tracekit.profile(tmp_path, wait=0, warmup=0, active=3) as p:
-        for epoch in range(2):  # a new set of forked workers per epoch, the second one while recording
+        for _epoch in range(2):  # a new set of forked workers per epoch, the second one while recording
             for batch in loader:
                 (batch @ w).sum().backward()
                 seen.append(int(batch[0, 0]))

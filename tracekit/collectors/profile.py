@@ -187,7 +187,9 @@ class profile:
         """Stops and exports; never raises, and never replaces the user's exception (always returns False)."""
         self._inside = False
         if self._prof is not None:
-            prof, self._prof = self._prof, None  # a later step() must not touch the finished profiler
+            # kept referenced (step() after exit is guarded by _inside): freeing the torch profiler earlier than the
+            # interpreter's exit made the in-flight gloo abort more frequent (docs/collectors.md)
+            prof = self._prof
             t0 = time.perf_counter_ns()
             try:
                 prof.__exit__(*exc)
