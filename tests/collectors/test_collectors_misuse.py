@@ -5,12 +5,18 @@ are invalid, a torch profiler used before, and DataLoader worker processes forke
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 
 import tracekit
+from tests.helpers.net import free_port
 from tests.helpers.tracefile import read
 
 
@@ -114,7 +120,14 @@ def test_no_step_call_at_all(tmp_path):
     with tracekit.profile(tmp_path, wait=0, warmup=0, active=2) as p:
         _one_step(w)  # the loop never calls p.step() (this rank had no batches, or the call was forgotten)
     assert p.overhead is not None and p.overhead.steps == 0
-    assert any("step() was never called" in m for m in p.problems), p.problems
+    # the schedule records from step 0, so torch.profiler wrote the whole block as its step 0
+    assert p.problems == ["rank 0: step() was never called, the whole block was recorded as one step (call p.step() "
+                          "at the end of every training step)"]
+    assert _steps_in(p.trace_paths[0]) == [0]
+    with tracekit.profile(tmp_path / "later", wait=1, warmup=0, active=2) as p:
+        _one_step(w)
+    assert p.trace_paths == [] and p.problems[0].endswith("step() was never called, nothing was recorded (call "
+                                                          "p.step() at the end of every training step)")
 
 
 @pytest.mark.parametrize("schedule", [{"active": 0}, {"wait": -1}, {"active": "3"}])
@@ -182,3 +195,37 @@ def test_dataloader_workers_forked_inside_the_profiled_loop(tmp_path):
     assert seen == [0, 2, 4, 6] * 2  # every batch arrived, in order
     assert _steps_in(p.trace_paths[0]) == [0, 1, 2] and p.problems == []
     assert sorted(f.name for f in tmp_path.iterdir()) == ["rank0.trace.json.gz", "run.json"]  # no worker wrote
+
+
+NO_STEP_RANK = textwrap.dedent("""
+    import json, os, sys, torch, torch.distributed as dist, tracekit
+    from datetime import timedelta
+    rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))
+    w = torch.randn(16, 16, requires_grad=True)
+    with tracekit.profile(out, wait=0, warmup=0, active=3) as p:
+        for _ in range(4):
+            (torch.randn(8, 16) @ w).sum().backward()
+            dist.all_reduce(w.grad)
+            if rank == 0:  # rank 1's loop never calls p.step()
+                p.step()
+    dist.barrier()
+    print(json.dumps({"rank": rank, "traces": [str(t) for t in p.trace_paths], "problems": p.problems}))
+    dist.destroy_process_group()
+""")
+
+
+def test_a_rank_that_never_calls_step_does_not_hold_up_its_peer(tmp_path):
+    """tracekit issues no collective in step() or at exit, so the ranks' profilers need not agree."""
+    port = str(free_port())
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", NO_STEP_RANK, str(r), port, str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]  # a guard against a hang, not a timing assertion
+    assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for _, e in outs]
+    r0, r1 = (json.loads(o.strip().splitlines()[-1]) for o, _ in outs)
+    assert r0["traces"] == [str(tmp_path / "rank0.trace.json.gz")] and r0["problems"] == []
+    assert _steps_in(r0["traces"][0]) == [0, 1, 2]
+    assert len(r1["traces"]) == 1 and _steps_in(r1["traces"][0]) == [0]  # the whole block, as one step
+    assert len(r1["problems"]) == 1 and "step() was never called" in r1["problems"][0]

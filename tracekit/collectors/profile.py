@@ -223,8 +223,9 @@ class profile:
         if not self.enabled or self._schedule is None:
             return
         if not self._step_times:
-            self._report(f"rank {self.rank}: step() was never called, nothing was recorded (call p.step() at the "
-                         "end of every training step)")
+            what = "the whole block was recorded as one step" if self.trace_paths else "nothing was recorded"
+            self._report(f"rank {self.rank}: step() was never called, {what} (call p.step() at the end of every "
+                         "training step)")
         elif not any(self._schedule(s) in _RECORDED for s, _ in self._step_times):
             first = self.schedule_args["wait"] + self.schedule_args["warmup"]
             self._report(f"rank {self.rank}: no step was recorded: the schedule records from step {first}, the run "
