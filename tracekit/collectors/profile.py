@@ -10,7 +10,9 @@ Writes ``rank{R}.trace.json.gz`` for every profiled rank (cycles after the first
 Faults never break the training loop; each is a logged warning and a line in ``.problems``: an export failure
 (full disk, unwritable directory, an exception inside the profiler), a trace found incomplete after writing
 (a partial file never takes the trace's name), and a profiler already running in the process (tracekit then
-records nothing rather than stop the other one). The wall time of
+records nothing rather than stop the other one). Misuse is reported the same way and ignored: ``step()`` outside
+the block, an invalid schedule, a run with no ``step()`` or none recorded; the user's own exception always
+propagates unchanged. The wall time of
 profiled and unprofiled steps is measured and reported as the profiler's overhead per step.
 
 Activation memory::
@@ -30,6 +32,7 @@ modules, or {index: module}; default: ``net``'s top-level children) and the peak
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
 import logging
 import os
@@ -87,7 +90,10 @@ class profile:
         self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
         self.enabled = self.ranks is None or self.rank in self.ranks
         self.schedule_args = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
-        self._schedule = torch.profiler.schedule(**self.schedule_args)
+        self.problems: list[str] = []  # every fault met, one line each (also logged as a warning)
+        self._schedule = self._checked_schedule()
+        if self._schedule is None:
+            self.enabled = False
         self._opts: dict[str, Any] = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
         if isinstance(model, Mapping):
             model_dims = {**dict(model), **(model_dims or {})}
@@ -105,14 +111,31 @@ class profile:
         self._export_ns = 0
         self._calls_ns = 0
         self._manifest: dict = {}
-        self.problems: list[str] = []  # every fault met, one line each (also logged as a warning)
+        self._inside = False  # between __enter__ and __exit__: only then does step() drive the profiler
+        self._step = 0
+        self._t_step = 0
+        self._outside_reported = False
 
     def _report(self, message: str) -> None:
         self.problems.append(message)
         log.warning("tracekit: %s", message)
 
+    def _checked_schedule(self):
+        """torch's schedule, or None (reported) for one it rejects: a bad schedule must not raise in the user's
+        training script."""
+        try:
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in self.schedule_args.values()):
+                raise TypeError("every value must be an int")
+            return torch.profiler.schedule(**self.schedule_args)
+        except (AssertionError, TypeError, ValueError) as err:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.schedule_args.items())
+            self._report(f"rank {self.rank}: invalid profiler schedule ({args}): {err or 'rejected by torch.profiler'}; "
+                         "nothing is recorded (wait, warmup, repeat >= 0 and active >= 1)")
+            return None
+
     # -- context manager ------------------------------------------------------------------------------------
     def __enter__(self) -> profile:
+        self._inside, self._step, self._cycle, self._step_times = True, 0, 0, []
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -141,6 +164,11 @@ class profile:
         return self
 
     def step(self) -> None:
+        if not self._inside:
+            if not self._outside_reported:  # once: a loop calling it after the block would flood the log
+                self._outside_reported = True
+                self._report(f"rank {self.rank}: step() called outside `with tracekit.profile(...)`; ignored")
+            return
         now = time.perf_counter_ns()
         self._step_times.append((self._step, now - self._t_step))
         self._step += 1
@@ -159,16 +187,28 @@ class profile:
         self._calls_ns += self._t_step - now
 
     def __exit__(self, *exc) -> Literal[False]:
+        """Stops and exports; never raises, and never replaces the user's exception (always returns False)."""
+        self._inside = False
         if self._prof is not None:
+            # kept referenced (step() after exit is guarded by _inside): freeing the torch profiler earlier than the
+            # interpreter's exit made the in-flight gloo abort more frequent (docs/collectors.md)
+            prof = self._prof
             t0 = time.perf_counter_ns()
             try:
-                self._prof.__exit__(*exc)
+                prof.__exit__(*exc)
             except Exception as err:
                 self._report(f"rank {self.rank}: profiler stop failed: {err}")
             _ACTIVE.discard(id(self))
+            # Collect the garbage cycles left by the run now, while the process groups and the interpreter are alive:
+            # with a gloo collective in flight across a profiler state change, leaving them to the interpreter's
+            # last collection at exit let a gloo worker abort the process (torch 2.13, pytorch/pytorch#190489; a
+            # plain torch.profiler loop: 6 of 12 tries, 0 of 11 collected before destroy_process_group()). A
+            # mitigation, not a proven fix: docs/collectors.md.
+            gc.collect()
             self._calls_ns += time.perf_counter_ns() - t0
         if self.activation is not None:
             self.activation.close(*exc)
+        self._report_empty_run()
         self.overhead = self._measure_overhead()
         if self.rank == 0:
             self._manifest["profiler_overhead"] = self.overhead.to_dict()
@@ -178,6 +218,19 @@ class profile:
         return False
 
     # -- internals ------------------------------------------------------------------------------------------
+    def _report_empty_run(self) -> None:
+        """A profiled rank that ends with no trace because of how the loop ran (not a fault) says why."""
+        if not self.enabled or self._schedule is None:
+            return
+        if not self._step_times:
+            what = "the whole block was recorded as one step" if self.trace_paths else "nothing was recorded"
+            self._report(f"rank {self.rank}: step() was never called, {what} (call p.step() at the end of every "
+                         "training step)")
+        elif not any(self._schedule(s) in _RECORDED for s, _ in self._step_times):
+            first = self.schedule_args["wait"] + self.schedule_args["warmup"]
+            self._report(f"rank {self.rank}: no step was recorded: the schedule records from step {first}, the run "
+                         f"had {len(self._step_times)} steps")
+
     def _start_activation(self) -> None:
         if not self.activation_memory:
             return
@@ -233,7 +286,8 @@ class profile:
                     groups = self.layout.created
                 layout = self._checked_layout(getattr(self.layout, "layout", self.layout))
                 self._manifest = manifest_mod.build(
-                    layout=layout, groups=groups, model=self.model_dims, schedule=self.schedule_args,
+                    layout=layout, groups=groups, model=self.model_dims,
+                    schedule=self.schedule_args if self._schedule is not None else None,
                     profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
                 self._manifest["activation_memory"] = self.activation_memory
                 if self.workload:
@@ -253,14 +307,14 @@ class profile:
             return dict(layout)
 
     def _measure_overhead(self) -> ProfileOverhead:
-        recorded = {ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE}
         prof_ns: list[int] = []
         before: list[int] = []
         after: list[int] = []
+        schedule = self._schedule or (lambda _step: ProfilerAction.NONE)
         for step, ns in self._step_times:
-            if self.enabled and self._schedule(step) in recorded:
+            if self.enabled and schedule(step) in _RECORDED:
                 prof_ns.append(ns)
-            elif self._schedule(step) == ProfilerAction.NONE:
+            elif schedule(step) == ProfilerAction.NONE:
                 (after if prof_ns else before).append(ns)
         # Baseline: the unprofiled steps before recording, less the first (one-off costs); steps after a cycle
         # pay for other ranks' trace collection, so they are the fallback only.
@@ -271,6 +325,7 @@ class profile:
                                mean(prof_ns), over, self._calls_ns, self._export_ns)
 
 
+_RECORDED = frozenset({ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE})
 _ACTIVE: set[int] = set()  # tracekit profilers recording in this process
 
 

@@ -178,8 +178,9 @@ class ZeroSync:
 
     def update(self, lr: float) -> None:
         """SGD on the shards; zero1 then all-gathers the new parameters (overlap: each layer's gather under the
-        update of the layers after it). Nothing stays in flight past the step: a gloo collective running while
-        torch.profiler steps or exports its trace crashed the process (SIGSEGV, torch 2.13 CPU, 2 of 2 runs)."""
+        update of the layers after it). Nothing stays in flight past the step: a gloo collective in flight while
+        torch.profiler changes state can make the rank abort at interpreter exit (torch 2.13 CPU; docs/collectors.md,
+        "A collective in flight across p.step()")."""
         with torch.no_grad():
             for i, flat in enumerate(self.flats):
                 if flat.grad_shard is None:
