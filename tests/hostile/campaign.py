@@ -12,6 +12,7 @@ under ``TRACEKIT_HOSTILE_SWEEP=1`` and a fast sample by default.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import copy
 import gzip
 import json
@@ -491,7 +492,7 @@ def encoding_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
         d.update(header or {})
         return d
 
-    step = lambda n, ts, dur=1000: {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1,  # noqa: E731
+    step = lambda n, ts, dur=1000: {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1,
                                     "tid": 1, "ts": ts, "dur": dur}
     events = {
         "100k-pids": lambda ev: ev + [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": i, "tid": i, "ts": 5,
@@ -550,7 +551,7 @@ def encoding_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
 def directory_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     out = tmp / "out"
     out.mkdir(exist_ok=True)
-    raw = lambda r, w=2: json.dumps(dict(intact_doc(), distributedInfo=dict(intact_doc()["distributedInfo"], rank=r,  # noqa: E731
+    raw = lambda r, w=2: json.dumps(dict(intact_doc(), distributedInfo=dict(intact_doc()["distributedInfo"], rank=r,
                                                                            world_size=w)))
     sets: dict[str, dict[str, bytes]] = {
         "same-rank-two-suffixes": {"rank0.json": raw(0).encode(), "rank0.json.gz": gzip.compress(raw(0).encode()),
@@ -703,10 +704,8 @@ def main(argv: list[str]) -> int:
                 print(f"DEFECT {o.defect} | {c.name} | rc {o.rc} | {last[:300]!r}", flush=True)
         for path in tmp.rglob("*"):  # chmod 000 leftovers would stop the cleanup
             if not path.is_symlink():
-                try:
+                with contextlib.suppress(OSError):
                     path.chmod(0o700)
-                except OSError:
-                    pass
         print(json.dumps(counts(outcomes), indent=1))
         print(f"{len(outcomes)} cases in {time.monotonic() - t0:.0f} s")
         return 1 if any(o.defect for o in outcomes) else 0

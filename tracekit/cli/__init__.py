@@ -71,6 +71,9 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         try:
+            from ..formats.env import check_env
+
+            check_env()  # a limit variable that is not a number, for every command (also those reading no trace)
             return super().invoke(ctx)
         except TracekitError as exc:
             from ..reports.safe_text import printable
@@ -157,7 +160,7 @@ def _reserve_standard_fds() -> None:
                 os.dup2(devnull, fd)
                 os.close(devnull)
             if getattr(sys, name) is None:
-                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115  (lives as sys.std*)
 
 
 def main() -> None:

@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import TracekitError
+from .env import env_limit
 
 T = TypeVar("T")
 
 # Documents are small next to traces: a 5 M-event summary is under 1 GB. Raise with TRACEKIT_MAX_DOCUMENT_BYTES.
-DEFAULT_MAX_DOCUMENT_BYTES = int(os.environ.get("TRACEKIT_MAX_DOCUMENT_BYTES") or 2**30)
+DEFAULT_MAX_DOCUMENT_BYTES = int(env_limit("TRACEKIT_MAX_DOCUMENT_BYTES", 2**30))  # 'abc': exit 2, no traceback
 _CHUNK = 4 * 2**20
 
 

@@ -22,8 +22,8 @@ from typing import IO, Any
 from ..errors import ConfigError
 
 
-def _fail(path: object, why: str, fix: str = "choose a writable file path") -> ConfigError:
-    return ConfigError(f"{os.fsdecode(os.fspath(path))!r}: cannot write the output ({why}); {fix}")  # type: ignore[arg-type]
+def _fail(path: str | os.PathLike, why: str, fix: str = "choose a writable file path") -> ConfigError:
+    return ConfigError(f"{os.fsdecode(os.fspath(path))!r}: cannot write the output ({why}); {fix}")
 
 
 def check_output(path: str | os.PathLike) -> Path:
@@ -74,7 +74,7 @@ def open_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
         raise _fail(path, exc.strerror or str(exc)) from None
     if special and hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
-    fh = os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    fh: IO[Any] = os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
     try:
         with fh:
             yield fh
