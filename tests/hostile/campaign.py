@@ -656,7 +656,7 @@ def run_inproc(case: Case, cache: Path) -> Outcome:
 def run_process(case: Case, cache: Path) -> Outcome:
     import subprocess
 
-    env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache), COLUMNS="160", **case.env)
+    env = {**os.environ, "TRACEKIT_CACHE_DIR": str(cache), "COLUMNS": "160", **case.env}
     tk = f"{_q(sys.executable)} -m tracekit"
     if case.shell:
         cmd: list[str] | str = ["bash", "-c", case.shell.replace("{tk}", tk)]
