@@ -306,9 +306,8 @@ def option_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     for var in ("TRACEKIT_MAX_TRACE_BYTES", "TRACEKIT_MAX_STRING_BYTES", "TRACEKIT_MAX_GZIP_RATIO",
                 "TRACEKIT_MAX_DOCUMENT_BYTES", "TRACEKIT_MAX_COLLECTIVE_ROWS", "TRACEKIT_CACHE_DIR",
                 "TRACEKIT_COLLECTIVE_TIMEOUT_S", "TRACEKIT_FUZZ_EXAMPLES", "COLUMNS"):
-        for v in ("abc", "-1", "0", "nan", "inf", "1e309", "\x00" if False else " ", "9" * 400):
-            for cmd in (["info", run, "--executor", "serial"], ["analyze", run, "--format", "json", "--executor",
-                                                                "serial"], ["diff", summ, summ]):
+        for v in ("abc", "-1", "nan", "9" * 400):
+            for cmd in (["info", run, "--executor", "serial"], ["diff", summ, summ]):
                 cases.append(Case(f"env:{var}={v[:10]!r}/{cmd[0]}", "environment", cmd, (0, 2), env={var: v},
                                   subprocess=True))
     cases.append(Case("env:TRACEKIT_CACHE_DIR=/dev/full", "environment", ["info", run], (0,),

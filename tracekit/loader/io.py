@@ -145,10 +145,10 @@ def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
             except OSError as exc:
                 raise TraceFormatError(f"{item}: cannot list the directory ({exc.strerror or exc})") from None
             found += [os.path.join(item, f) for f in names if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
+        elif os.path.lexists(item):  # before the glob: a file named 'rank0[1].json' is that file, not a pattern
+            found.append(item)
         elif any(ch in item for ch in "*?["):
             found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
-        elif os.path.exists(item):
-            found.append(item)
         else:
             raise TraceFormatError(f"{item}: no such file or directory; pass a trace file, a directory or a glob")
     if not found:
