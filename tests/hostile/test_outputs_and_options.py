@@ -230,3 +230,21 @@ def test_a_trace_whose_name_holds_glob_and_escape_characters(tmp_path):
         out = _cli(cmd, tmp_path)
         assert out.rc in (0, 2), (cmd[0], out.stderr)
         assert "\x1b" not in out.stdout + out.stderr, cmd[0]
+
+
+def test_an_interrupt_is_exit_130_in_one_line():
+    """Ctrl-C: click's handler printed 'Aborted!' with exit 1, which from `check` reads as "gate failed". (A signal
+    in the interpreter's first few hundred ms, before tracekit's code runs, is Python's own traceback.)"""
+    import signal
+    import time
+
+    from tests.helpers.data import gpu_trace
+
+    p = subprocess.Popen([sys.executable, "-m", "tracekit", "analyze", str(gpu_trace("pp-sendrecv-128rank-rank0.json.gz")),
+                          "--no-cache"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=60)[1]
+    assert "Traceback" not in err and p.returncode in (0, 130), (p.returncode, err)
+    if p.returncode == 130:  # not already finished
+        assert err == "tracekit: interrupted\n"

@@ -80,6 +80,9 @@ class _Group(click.Group):
 
             click.echo(f"tracekit: error: {_shorten(printable(exc))}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # click's own handler says "Aborted!" with exit 1, which from `check` is "gate failed"
+            click.echo("tracekit: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except OSError as exc:
             if exc.errno == errno.EPIPE:  # `tracekit analyze X | head -1`: the reader left; quietly, as a shell would
                 _stdout_to_devnull()
@@ -116,6 +119,7 @@ def _safe_paths(cmd):
 
 # 128 + SIGPIPE: what a shell reports for a writer killed by a closed pipe (exit 1 would read as "gate failed").
 EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 _STREAM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG)
 _MAX_ERROR_CHARS = 1000
 
