@@ -87,7 +87,7 @@ def main() -> int:
     runs, verdicts = 0, Counter()
     for i in range(args.cases):
         src = rng.choice(traces)
-        doc = mutate(json.loads(gzip.open(src).read()), rng)
+        doc = mutate(json.loads(gzip.decompress(src.read_bytes())), rng)
         f = tmp / f"case{i}.json"
         f.write_text(json.dumps(doc))
         for argv in commands(f, tmp):
