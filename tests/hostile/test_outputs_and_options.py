@@ -248,3 +248,16 @@ def test_an_interrupt_is_exit_130_in_one_line():
     assert "Traceback" not in err and p.returncode in (0, 130), (p.returncode, err)
     if p.returncode == 130:  # not already finished
         assert err == "tracekit: interrupted\n"
+
+
+def test_an_output_that_is_one_of_the_inputs_is_refused_before_it_is_overwritten(run, tmp_path):
+    """`analyze run/rank0.json --out run/rank0.json` replaced the trace with its summary (and a hard link or a path
+    through a symlinked directory is the same file)."""
+    trace = run / "rank0.json"
+    before = trace.read_bytes()
+    os.link(trace, tmp_path / "hard.json")
+    for target in (trace, tmp_path / "hard.json"):
+        for name, args in _outputs(run, str(target)).items():
+            out = _cli(args, tmp_path)
+            assert out.rc == 2 and "it is the input" in _error_line(out), (name, out.stderr)
+            assert trace.read_bytes() == before, name

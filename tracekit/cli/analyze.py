@@ -6,6 +6,7 @@ import click
 
 from ..formats.outputs import check_output, open_output, write_output
 from ._analysis import analysis_from_traces, analysis_options
+from .common import input_files
 from .output import text
 
 
@@ -36,9 +37,10 @@ def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_nam
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
     from .progress import progress
 
+    sources = input_files(path)
     for target in (out, timeline_out, collectives_out):  # a bad path fails now, not after the analysis
         if target:
-            check_output(target)
+            check_output(target, sources)
     with progress("loading and analysing the traces"):  # a spinner on a terminal's stderr only
         result = analysis_from_traces(path, **analysis)
     summary = result.to_dict()

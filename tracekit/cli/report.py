@@ -12,6 +12,7 @@ from ..reports.base import check_summary
 from ..reports.safe_text import printable
 from ..reports.timeline_drawing import DEFAULT_MAX_EVENTS
 from ._analysis import analysis_from_traces, analysis_options
+from .common import input_files
 
 
 @click.command()
@@ -32,7 +33,7 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     """Write a report of the traces (files or directories) in PATHS."""
     if bool(paths) == bool(summary_path):
         raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
-    check_output(out)  # a bad output path fails before the analysis
+    check_output(out, input_files(paths) + [p for p in (summary_path, timeline_path, verdict_path) if p])
     from ..formats.documents import read_timeline, read_verdict
     from ..formats.summary import as_dict, read_summary
 

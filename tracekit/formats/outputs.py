@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -26,9 +26,11 @@ def _fail(path: str | os.PathLike, why: str, fix: str = "choose a writable file 
     return ConfigError(f"{os.fsdecode(os.fspath(path))!r}: cannot write the output ({why}); {fix}")
 
 
-def check_output(path: str | os.PathLike) -> Path:
-    """The cheap checks, before any work: a name the OS can hold, not a directory, writable if it exists. A
-    command calls this for each output option first, so a typo fails in a second, not after the analysis."""
+def check_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """The cheap checks, before any work: a name the OS can hold, not a directory, writable if it exists, not one
+    of ``inputs`` (the files the command reads: `analyze run/rank0.json --out run/rank0.json` replaced the trace
+    with its summary). A command calls this for each output option first, so a typo fails in a second, not after
+    the analysis."""
     text = os.fspath(path)
     if not text:
         raise _fail(path, "an empty name")
@@ -45,6 +47,13 @@ def check_output(path: str | os.PathLike) -> Path:
         raise _fail(path, "it is a directory", "give a file name inside it")
     if stat.S_ISREG(st.st_mode) and not os.access(p, os.W_OK):
         raise _fail(path, "the file is read-only", "make it writable or choose another path")
+    for source in inputs if stat.S_ISREG(st.st_mode) else ():
+        try:
+            same = os.path.samefile(p, source)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise _fail(path, f"it is the input {os.fsdecode(os.fspath(source))!r}", "write the output elsewhere")
     return p
 
 
