@@ -261,3 +261,19 @@ def test_an_output_that_is_one_of_the_inputs_is_refused_before_it_is_overwritten
             out = _cli(args, tmp_path)
             assert out.rc == 2 and "it is the input" in _error_line(out), (name, out.stderr)
             assert trace.read_bytes() == before, name
+
+
+def test_whatif_kernel_patterns_run_on_re2_and_factors_are_bounded(tmp_path):
+    """`--set 'kernel:(.*a){20}$=2'` ran Python's re over the real trace's kernel names: past 60 s (a hang); on RE2
+    it takes milliseconds. A factor of inf or 1e300 wrapped around int64 and the prediction came out equal to the
+    measurement; factors are now 0 to 1e6."""
+    from tests.helpers.data import gpu_trace
+
+    trace = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
+    p = subprocess.run([sys.executable, "-m", "tracekit", "whatif", trace, "--set", "kernel:(.*a){20}$=2", "--no-cache"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ,
+                                                                        "TRACEKIT_CACHE_DIR": str(tmp_path)})
+    assert p.returncode == 0 and "matches nothing" in p.stdout, p.stderr
+    for factor in ("inf", "1e300", "1000001"):
+        out = _cli(["whatif", trace, "--set", f"kernel:.*={factor}", "--no-cache"], tmp_path)
+        assert out.rc == 2 and "a factor F from 0 to 1e+06" in _error_line(out), out.stderr
