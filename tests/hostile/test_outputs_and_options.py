@@ -277,3 +277,17 @@ def test_whatif_kernel_patterns_run_on_re2_and_factors_are_bounded(tmp_path):
     for factor in ("inf", "1e300", "1000001"):
         out = _cli(["whatif", trace, "--set", f"kernel:.*={factor}", "--no-cache"], tmp_path)
         assert out.rc == 2 and "a factor F from 0 to 1e+06" in _error_line(out), out.stderr
+
+
+def test_a_gzip_bomb_given_as_a_document_is_refused_as_it_inflates(run, tmp_path):
+    """A 1 MB .gz of 1 GiB of blanks given as a summary, a memory timeline, tracks or a timeline inflated all of
+    it first (12 s, 1.2-2.2 GB) to fail on the 1 GiB document limit; the trace reader's ratio rule now refuses it
+    past 16 MiB. (64 MiB here: before, the same bomb was inflated whole and refused as not JSON.)"""
+    from tests.helpers.hostile import whitespace_bomb
+
+    bomb = str(whitespace_bomb(tmp_path / "bomb.json.gz", 64))
+    for args in (["report", "--summary", bomb, "-o", tmp_path / "r.html"], ["memory", "timeline", bomb],
+                 ["annotate", run / "rank0.json", "--tracks", bomb, "-o", tmp_path / "a.json", *SERIAL],
+                 ["check", run, "--baseline", bomb, *SERIAL], ["diff", bomb, bomb]):
+        out = _cli(args, tmp_path)
+        assert out.rc in (2, 3) and "bomb?" in _error_line(out), (args[0], out.stderr)  # check: the trace reader
