@@ -327,6 +327,9 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     docs = {k: base[k] for k in ("summary", "verdict", "timeline", "tracks", "rules", "memraw", "html", "cache",
                                  "trace")}
     docs["runjson"] = base["runjson"]
+    from tests.helpers.hostile import whitespace_bomb
+
+    docs["gzip-bomb"] = whitespace_bomb(tmp / "bomb.json.gz", 256)  # 256 MiB of blanks in a 270 kB file
     cases: list[Case] = []
     for kind, p in docs.items():
         s = str(p)

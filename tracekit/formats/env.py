@@ -30,5 +30,5 @@ def env_limit(name: str, default: float) -> float:
 
 
 def check_env() -> None:
-    if _ENV_PROBLEMS:
-        raise ConfigError(_ENV_PROBLEMS[0])
+    if _ENV_PROBLEMS:  # each variable once (two modules may read the same one), all in the one line
+        raise ConfigError("; ".join(dict.fromkeys(_ENV_PROBLEMS)))
