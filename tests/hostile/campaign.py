@@ -666,7 +666,9 @@ def run_process(case: Case, cache: Path) -> Outcome:
     else:
         cmd = [sys.executable, "-m", "tracekit", *case.argv]
     try:
-        p = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+        # cwd: a relative TRACEKIT_CACHE_DIR ('abc') makes its directory there, not in the checkout
+        p = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT_S, env=env, stdin=subprocess.DEVNULL,
+                           cwd=cache.parent)
         rc, out, err = p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as e:
         rc, out, err = 124, (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
