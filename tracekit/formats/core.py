@@ -164,8 +164,25 @@ def _finite(obj: Any) -> Any:
 
 
 def encode(obj: Any) -> bytes:
-    """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``."""
-    return msgspec.json.encode(obj)
+    """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``. A lone surrogate (a file
+    name that is not UTF-8, as ``os.fsdecode`` gives it) is written as its escape text (``\\udcff``): msgspec
+    refuses it with a UnicodeEncodeError, a traceback from every command that records the trace's path."""
+    try:
+        return msgspec.json.encode(obj)
+    except UnicodeEncodeError:
+        return msgspec.json.encode(_mend_surrogates(obj))
+
+
+def _mend_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, msgspec.Struct):
+        obj = msgspec.to_builtins(obj)
+    if isinstance(obj, dict):
+        return {_mend_surrogates(k): _mend_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_mend_surrogates(v) for v in obj]
+    return obj
 
 
 def to_builtins(obj: Any) -> Any:
