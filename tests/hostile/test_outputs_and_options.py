@@ -293,3 +293,17 @@ def test_a_gzip_bomb_given_as_a_document_is_refused_as_it_inflates(run, tmp_path
                  ["check", run, "--baseline", bomb, *SERIAL], ["diff", bomb, bomb]):
         out = _cli(args, tmp_path)
         assert out.rc in (2, 3) and "bomb?" in _error_line(out), (args[0], out.stderr)  # check: the trace reader
+
+
+def test_a_summary_whose_launch_rows_are_not_rows_renders(run, tmp_path):
+    """launch_stats is an untyped section of the summary: null or {} where a launch-bound row was gave a jinja
+    UndefinedError traceback from `report --summary` (found by tests/unit/formats/test_fuzz_documents.py)."""
+    summary = tmp_path / "s.json"
+    _cli(["baseline", run, "-o", summary, *SERIAL], tmp_path)
+    doc = json.loads(summary.read_text())
+    for rows in ([None], [{}], [5, {"short_name": "k"}], "x"):
+        doc["ranks"][0]["launch_stats"] = {"launch_bound_kernels": {"count": 1, "by_short_name": rows},
+                                           "outliers": rows}
+        summary.write_text(json.dumps(doc))
+        out = _cli(["report", "--summary", summary, "-o", tmp_path / "r.html"], tmp_path)
+        assert out.rc == 0, (rows, out.stderr)
