@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 
 import click
@@ -64,17 +66,81 @@ class _Group(click.Group):
         for cmd_name, target in COMMANDS:
             if cmd_name == name:
                 module, attr = target.split(":")
-                return getattr(importlib.import_module(module), attr)
+                return _safe_paths(getattr(importlib.import_module(module), attr))
         return None
 
     def invoke(self, ctx):
         try:
+            from ..formats.env import check_env
+
+            check_env()  # a limit variable that is not a number, for every command (also those reading no trace)
             return super().invoke(ctx)
         except TracekitError as exc:
             from ..reports.safe_text import printable
 
-            click.echo(f"tracekit: error: {printable(exc)}", err=True)
+            click.echo(f"tracekit: error: {_shorten(printable(exc))}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # click's own handler says "Aborted!" with exit 1, which from `check` is "gate failed"
+            click.echo("tracekit: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # `tracekit analyze X | head -1`: the reader left; quietly, as a shell would
+                _stdout_to_devnull()
+                sys.exit(EXIT_BROKEN_PIPE)
+            if exc.filename is None and exc.errno in _STREAM_ERRNOS:  # a write to stdout: /dev/full, a closed fd
+                _stdout_to_devnull()
+                click.echo(f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a "
+                           "file with space, or use the command's output option", err=True)
+                sys.exit(2)
+            raise
+
+
+class _SafePath(click.Path):
+    """click.Path whose checks survive a name the OS refuses: ``os.stat`` raises ValueError for a NUL byte (a
+    traceback from inside click's parser); here it is click's usage error naming the option, exit 2."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except ValueError as exc:
+            self.fail(f"{os.fsdecode(value)!r} is not a usable file name ({exc})", param, ctx)
+
+
+def _safe_paths(cmd):
+    """Every click.Path parameter of ``cmd`` (and of its subcommands) checked by _SafePath: one place, so the
+    option lines of the commands stay as they are."""
+    for param in getattr(cmd, "params", ()):
+        if type(param.type) is click.Path:
+            param.type.__class__ = _SafePath
+    for sub in getattr(cmd, "commands", {}).values():
+        _safe_paths(sub)
+    return cmd
+
+
+# 128 + SIGPIPE: what a shell reports for a writer killed by a closed pipe (exit 1 would read as "gate failed").
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+_STREAM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG)
+_MAX_ERROR_CHARS = 1000
+
+
+def _shorten(line: str) -> str:
+    """An error line of at most about 1000 characters: a 100 kB option value or name is cut in the middle."""
+    if len(line) <= _MAX_ERROR_CHARS:
+        return line
+    half = _MAX_ERROR_CHARS // 2
+    return f"{line[:half]}...({len(line) - 2 * half} characters left out)...{line[-half:]}"
+
+
+def _stdout_to_devnull() -> None:
+    """CPython's recipe for a broken pipe: point fd 1 at /dev/null, so that the interpreter's last flush of
+    sys.stdout at exit neither fails again nor prints 'Exception ignored ... BrokenPipeError'."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):  # no real fd 1 (a test runner's stream): nothing to flush
+        pass
 
 
 @click.group(cls=_Group)
@@ -83,5 +149,42 @@ def cli() -> None:
     """Profile distributed transformer training and measure hidden vs exposed communication."""
 
 
+def _reserve_standard_fds() -> None:
+    """A closed stdin/stdout/stderr (``tracekit info X >&-``) is /dev/null here. Python leaves sys.stdout None
+    (click then fails on it) and the next file opened would take fd 1, so a stray print would land in it."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                devnull = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            except OSError:
+                continue
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115  (lives as sys.std*)
+
+
 def main() -> None:
-    cli(prog_name="tracekit")
+    """The console script. The output still buffered in sys.stdout is flushed here, where a broken pipe or a
+    full disk is one line and a truthful exit code, not an 'Exception ignored' message at interpreter exit."""
+    _reserve_standard_fds()
+    try:
+        cli(prog_name="tracekit")
+        code: int | str | None = 0
+    except SystemExit as exc:
+        code = exc.code
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except OSError as exc:
+        _stdout_to_devnull()
+        if exc.errno == errno.EPIPE:
+            code = EXIT_BROKEN_PIPE
+        else:
+            click.echo(f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a file "
+                       "with space, or use the command's output option", err=True)
+            code = 2
+    sys.exit(code)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
+from ..formats.outputs import check_output, open_output, write_output
 from ._analysis import analysis_from_traces, analysis_options
+from .common import input_files
 from .output import text
 
 
 def _write(data: str, out: str | None) -> None:
     if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(data)
+        write_output(out, data)
     else:
         click.echo(data, nl=False)
 
@@ -62,6 +63,10 @@ def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_nam
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
     from .progress import progress
 
+    sources = input_files(path)
+    for target in (out, timeline_out, collectives_out):  # a bad path fails now, not after the analysis
+        if target:
+            check_output(target, sources)
     if not (collectives_out or timeline_out or analysis.get("no_cache")):
         summary = _cached_summary(path, analysis)
     else:
@@ -72,9 +77,10 @@ def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_nam
         from ..analyzers.summary_schema import collectives_frame
         from ..formats.summary import write_collectives_table
 
-        write_collectives_table(collectives_frame(result.comm), collectives_out)
+        with open_output(collectives_out, "wb") as fh:  # pyarrow's own open: tracebacks, and UTF-8 names only
+            write_collectives_table(collectives_frame(result.comm), fh)
     if timeline_out:
-        with open(timeline_out, "w", encoding="utf-8") as f:  # opened first: an analysis error leaves it empty
+        with open_output(timeline_out) as f:
             f.write(text(result.timeline(), "json", indent=None, newline=False))
     if fmt == "json":
         _write(text(summary, "json", indent=2), out)

@@ -9,6 +9,7 @@ from functools import partial
 import click
 
 from ..errors import ConfigError
+from ..formats.outputs import check_output
 from ..formats.tracks import read_tracks
 from ..loader.decode import StreamLimits
 from ..loader.passthrough import read_trace_bytes
@@ -16,7 +17,7 @@ from ..reports.perfetto import TraceAnnotation, critical_track, tracks_from_inte
 from ..reports.perfetto_merge import MergedTrace, MergeRank
 from ..reports.safe_text import printable
 from ._analysis import analysis_from_traces, analysis_options
-from .common import build_load_options
+from .common import build_load_options, input_files
 from .output import write
 
 
@@ -86,6 +87,7 @@ def annotate(paths, out, rank, tracks_path, **analysis) -> None:
     """Add exposed/hidden/per-dimension communication tracks (and with --critical-path the critical path) to one
     TRACE for Perfetto or chrome://tracing; given a directory or several traces, write every rank into one trace
     on the corrected common clock, with the critical path as a track."""
+    check_output(out, input_files(paths) + ([tracks_path] if tracks_path else []))  # before the analysis
     if len(paths) > 1 or os.path.isdir(paths[0]):
         if tracks_path:
             raise ConfigError("annotate: --tracks is for one trace; a merged trace takes its tracks from the analysis")

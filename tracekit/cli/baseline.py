@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..formats.outputs import check_output
 from ._analysis import window_option
-from .common import build_load_options, load_options
+from .common import build_load_options, input_files, load_options
 
 
 @click.command()
@@ -19,6 +20,7 @@ def baseline(path, output, window, executor, **load_kw):
     from ..errors import EmptyWindowError
     from ..reports.safe_text import printable
 
+    check_output(output, input_files([path]))  # a bad output path fails before the analysis
     summary = gate.load_summary(path, window, build_load_options(**load_kw), executor)
     if not summary.has_data:
         why = "; ".join(summary.partial_reasons()[:2]) or "no events"

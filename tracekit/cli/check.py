@@ -6,9 +6,10 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError
+from ..formats.outputs import check_output
 from ..reports.safe_text import printable
 from ._analysis import window_option
-from .common import build_load_options, load_options
+from .common import build_load_options, input_files, load_options
 
 _METRIC_HELP = ("metric to hold against the baseline, repeatable; replaces the defaults (exposed_comm_us, "
                 "exposed_comm_share, overlap_ratio and '*/*:exposed_comm_us'). Whole run: NAME; one dimension/op: "
@@ -47,6 +48,10 @@ def check(ctx, path, baseline_path, max_regression, budgets, metrics, min_delta_
         raise ConfigError("check: nothing to check; give --baseline FILE and/or --budget EXPR")
     if min_delta_us < 0 or min_delta_ratio < 0:
         raise ConfigError("check: --min-delta-us and --min-delta-ratio must be >= 0")
+    sources = input_files([path]) + input_files([baseline_path] if baseline_path else [])
+    for target in (junit_path, markdown_path, json_path):  # a bad output path fails before the analysis
+        if target:
+            check_output(target, sources)
     parsed = tuple(gate.parse_budget(b) for b in budgets)
     opts = gate.GateOptions(gate.parse_fraction(max_regression), min_delta_us, min_delta_ratio,
                             tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS)

@@ -40,3 +40,15 @@ def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_d
     rules = rules.with_patterns(comm_pattern) if comm_pattern else rules
     limits = {k: v for k, v in (("max_bytes", max_trace_bytes), ("max_string_bytes", max_string_bytes)) if v}
     return LoadOptions(rules=rules, cache=not no_cache, cache_dir=cache_dir, **limits)
+
+
+def input_files(paths) -> list[str]:
+    """The trace files a command will read from ``paths`` (directories listed), for ``check_output`` to refuse
+    an output that would overwrite one; a path that lists nothing gives nothing here (the load reports it)."""
+    from ..errors import TracekitError
+    from ..loader.paths import find_traces
+
+    try:
+        return find_traces([str(p) for p in paths])
+    except (TracekitError, OSError, ValueError):
+        return []

@@ -6,11 +6,13 @@ import click
 
 from ..errors import ConfigError
 from ..formats import units
+from ..formats.outputs import check_output
 from ..reports import get_reporter
 from ..reports.base import check_summary
 from ..reports.safe_text import printable
 from ..reports.timeline_drawing import DEFAULT_MAX_EVENTS
 from ._analysis import analysis_from_traces, analysis_options
+from .common import input_files
 
 
 @click.command()
@@ -31,6 +33,7 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     """Write a report of the traces (files or directories) in PATHS."""
     if bool(paths) == bool(summary_path):
         raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
+    check_output(out, input_files(paths) + [p for p in (summary_path, timeline_path, verdict_path) if p])
     from ..formats.documents import read_timeline, read_verdict
     from ..formats.summary import as_dict, read_summary
 

@@ -64,6 +64,7 @@ def run(workload, tp, cp, dp, pp, microbatches, ep, experts, top_k, capacity_fac
     require_torch("tracekit run")
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
+    from ..formats.env import check_env
     from .progress import progress
 
     if verbose:
@@ -78,6 +79,7 @@ def run(workload, tp, cp, dp, pp, microbatches, ep, experts, top_k, capacity_fac
         per_dp = max(batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
         microbatches = cfg.microbatches
+    check_env()  # TRACEKIT_COLLECTIVE_TIMEOUT_S, read when the runner was imported just now
     lay = cfg.validate()
     click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
                f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"

@@ -25,12 +25,17 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import TracekitError
+from .env import env_limit
 
 T = TypeVar("T")
 
 # Documents are small next to traces: a 5 M-event summary is under 1 GB. Raise with TRACEKIT_MAX_DOCUMENT_BYTES.
-DEFAULT_MAX_DOCUMENT_BYTES = int(os.environ.get("TRACEKIT_MAX_DOCUMENT_BYTES") or 2**30)
+DEFAULT_MAX_DOCUMENT_BYTES = int(env_limit("TRACEKIT_MAX_DOCUMENT_BYTES", 2**30))  # 'abc': exit 2, no traceback
 _CHUNK = 4 * 2**20
+# A gzip'ed document inflating more than this many times its compressed size, once past the floor, is refused as
+# it inflates (the trace reader's rule): a 1 MB file of 1 GiB of blanks took 12 s and 1.2-2.2 GB before.
+_MAX_RATIO = env_limit("TRACEKIT_MAX_GZIP_RATIO", 200)
+_RATIO_FLOOR = 16 * 2**20
 
 
 def family_major(schema: str) -> tuple[str, int]:
@@ -118,13 +123,15 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int, limit_re
     gz = data[:2] == b"\x1f\x8b"
     out = bytearray()
     d = None
+    consumed = 0  # compressed bytes inflated so far
     while data:
         if not gz:
             out += data
         else:
             d = d or zlib.decompressobj(16 + zlib.MAX_WBITS)
             try:
-                out += d.decompress(data, max_bytes + 1 - len(out))
+                out += d.decompress(data, min(_CHUNK, max_bytes + 1 - len(out)))  # in steps: the ratio below
+                consumed = fh.tell() - len(d.unconsumed_tail) - (len(d.unused_data) if d.eof else 0)
             except zlib.error as exc:
                 raise error(f"{name}: corrupt gzip data ({exc}); re-copy the file") from None
         if limit_read is not None and len(out) >= limit_read:
@@ -132,6 +139,9 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int, limit_re
         if len(out) > max_bytes:
             raise error(f"{name}: more than {max_bytes:,} bytes (inflated); not a tracekit document, or raise the "
                         "limit with TRACEKIT_MAX_DOCUMENT_BYTES")
+        if gz and len(out) > _RATIO_FLOOR and len(out) > _MAX_RATIO * consumed:
+            raise error(f"{name}: {consumed:,} gzip'ed bytes inflate past {len(out):,} (more than {_MAX_RATIO:g}x: a "
+                        "gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO if it is genuine")
         if d is not None and d.eof:  # the next bytes, if any, are another gzip member
             data, d = d.unused_data, None
         elif d is not None and d.unconsumed_tail:
@@ -161,8 +171,25 @@ def _finite(obj: Any) -> Any:
 
 
 def encode(obj: Any) -> bytes:
-    """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``."""
-    return msgspec.json.encode(obj)
+    """JSON bytes of a Struct or builtins; NaN and ±Infinity are written as ``null``. A lone surrogate (a file
+    name that is not UTF-8, as ``os.fsdecode`` gives it) is written as its escape text (``\\udcff``): msgspec
+    refuses it with a UnicodeEncodeError, a traceback from every command that records the trace's path."""
+    try:
+        return msgspec.json.encode(obj)
+    except UnicodeEncodeError:
+        return msgspec.json.encode(_mend_surrogates(obj))
+
+
+def _mend_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, msgspec.Struct):
+        obj = msgspec.to_builtins(obj)
+    if isinstance(obj, dict):
+        return {_mend_surrogates(k): _mend_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_mend_surrogates(v) for v in obj]
+    return obj
 
 
 def encode_text(obj: Any, indent: int | None = 1) -> str:

@@ -389,7 +389,7 @@ def _checked(doc: SummaryDoc, source: str, error: type[TracekitError] = SummaryF
 COLLECTIVES_TABLE_SCHEMA = "tracekit.collectives/1"
 
 
-def write_collectives_table(frame: Any, path: str | os.PathLike) -> int:
+def write_collectives_table(frame: Any, path: str | os.PathLike | Any) -> int:
     """Every collective instance (``analyzers.summary_schema.collectives_frame``: the columns of
     ``CollectiveRow``) as Parquet at ``path``, the schema name in the file's metadata; returns the rows written."""
     import pyarrow as pa
@@ -397,7 +397,7 @@ def write_collectives_table(frame: Any, path: str | os.PathLike) -> int:
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"schema": COLLECTIVES_TABLE_SCHEMA.encode()})
-    pq.write_table(table, os.fspath(path))
+    pq.write_table(table, path if hasattr(path, "write") else os.fspath(path))  # a path, or a file open for writing
     return table.num_rows
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import SummaryFormatError
 from ..formats import core
+from ..formats.outputs import write_output
 from ..formats.summary import read_summary_as_written
 from .metrics import RunMetrics
 
@@ -51,5 +52,4 @@ def load_summary(path: str | Path, window: str | None = None, options: Any = Non
 def write_summary(summary: RunMetrics, path: str | Path) -> None:
     """The run's summary as a baseline file: the document as it was written or analysed (one space of indent,
     keys in order, never a NaN token)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(core.dumps(summary.data, indent=1) + "\n", encoding="utf-8")
+    write_output(path, core.dumps(summary.data, indent=1) + "\n")  # a bad path: one line, never a traceback

@@ -64,6 +64,7 @@ class TableBuilder:
         f, g = self.facts, other.facts
         f.thread_names.update(g.thread_names)
         f.flow_cats |= g.flow_cats
+        f.begin_end += g.begin_end
         f.first_ts += g.first_ts[:1000 - len(f.first_ts)]
         f.msg_style = f.msg_style or g.msg_style
         self.host_comm.update(other.host_comm)
@@ -124,6 +125,7 @@ class TableBuilder:
             e = events[j]
             if e.name == "thread_name" and e.args is not None and e.args.name:
                 f.thread_names[(e.pid, e.tid)] = e.args.name
+        f.begin_end += int(np.count_nonzero(_is(ph_codes, phs, "B") | _is(ph_codes, phs, "E")))
         flows = _is(ph_codes, phs, "s") | _is(ph_codes, phs, "f")
         f.flow_cats.update(cats[c] for c in np.unique(cat_codes[flows]).tolist())
 

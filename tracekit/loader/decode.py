@@ -111,6 +111,8 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
             if inflater is None:
                 if not total and not start and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
                     raw = raw[len(_BOM):]
+                if not total and not start:
+                    _check_format(raw, path, "")
                 total += len(raw)
                 _check(limits, guards, raw, total, 0, path)
                 yield raw
@@ -122,6 +124,8 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
                                                                             if inflater.eof else 0)
                     if not total and out.startswith(_BOM):
                         out = out[len(_BOM):]
+                    if not total and out:
+                        _check_format(out, path, "inflates to ")
                     total += len(out)
                     _check(limits, guards, out, total, consumed, path)
                     yield out
@@ -131,6 +135,39 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
                         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             except zlib.error as exc:
                 raise CorruptGzip(str(exc)) from None
+
+
+# The first bytes of files that are not JSON text but are given as traces: other compressors under a .gz or .json
+# name, an archive, tracekit's own cache and report, JSON in UTF-16/32. Each is named with the fix, instead of
+# "not valid JSON (invalid character (byte 0))".
+_FOREIGN = (
+    (b"\x1f\x8b", "gzip data again (compressed twice)", "gunzip it once: gunzip -c FILE > TRACE.json.gz"),
+    (b"BZh", "bzip2 data", "recompress it as gzip: bunzip2 -c FILE | gzip > TRACE.json.gz"),
+    (b"\xfd7zXZ\x00", "xz data", "recompress it as gzip: xz -dc FILE | gzip > TRACE.json.gz"),
+    (b"\x28\xb5\x2f\xfd", "zstd data", "recompress it as gzip: zstd -dc FILE | gzip > TRACE.json.gz"),
+    (b"PK\x03\x04", "a zip archive", "extract the trace from it: unzip FILE"),
+    (b"PAR1", "a Parquet file (tracekit's cache?)", "give the trace itself, not its .tracekit_cache entry"),
+    (b"\xff\xfe\x00\x00", "UTF-32 text", "re-save it as UTF-8: iconv -f UTF-32 -t UTF-8 FILE"),
+    (b"\x00\x00\xfe\xff", "UTF-32 text", "re-save it as UTF-8: iconv -f UTF-32 -t UTF-8 FILE"),
+    (b"\xff\xfe", "UTF-16 text", "re-save it as UTF-8: iconv -f UTF-16 -t UTF-8 FILE"),
+    (b"\xfe\xff", "UTF-16 text", "re-save it as UTF-8: iconv -f UTF-16 -t UTF-8 FILE"),
+)
+
+
+def _check_format(head: bytes, path: str, verb: str) -> None:
+    """Refuse in one line a file whose first bytes say it is not JSON text (see _FOREIGN)."""
+    what = fix = ""
+    for magic, what_, fix_ in _FOREIGN:
+        if head.startswith(magic):
+            what, fix = what_, fix_
+            break
+    else:
+        if b"\x00" in head[:4]:  # JSON in UTF-8 holds no NUL byte; '{' in UTF-16/32 without a BOM has 1 to 3
+            what, fix = "UTF-16 or UTF-32 text", "re-save it as UTF-8: iconv -f UTF-16 -t UTF-8 FILE"
+        elif head[:64].lstrip().lower().startswith((b"<!doctype", b"<html")):
+            what, fix = "an HTML page (a tracekit report?)", "give the trace the report was made from"
+    if what:
+        raise TraceFormatError(f"{path}: {verb or 'is '}{what}, not a JSON trace; {fix}")
 
 
 def _read(fh, size: int, path: str, at: int) -> bytes:

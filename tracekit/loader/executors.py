@@ -114,10 +114,24 @@ def _dask_map(jobs, client_or_address):
         from distributed import Client
     except ImportError:
         raise ConfigError("the dask executor needs 'dask[distributed]': pip install 'tracekit[dask]'") from None
-    client = client_or_address if _is_dask_client(client_or_address) else Client(client_or_address)
+    client = client_or_address if _is_dask_client(client_or_address) else _connect(Client, client_or_address)
     try:
         futures = client.map(_load_one, jobs, pure=False)
         return client.gather(futures)
     finally:
         if client is not client_or_address:
             client.close()
+
+
+def _connect(client_type, address: str):
+    """A Client for ``address``; an address Dask cannot parse or reach is a usage error naming it, not Dask's
+    traceback (ValueError, OSError after the connect timeout, an AssertionError for a port past 65535)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--executor dask://{address}: expected dask://HOST:PORT with a port from 1 to 65535 "
+                          "(the scheduler's address)")
+    try:
+        return client_type(address, timeout="10s")
+    except (OSError, ValueError, TimeoutError, AssertionError) as exc:
+        raise ConfigError(f"--executor dask://{address}: cannot reach the Dask scheduler ({exc}); start it or "
+                          "check the address, or use --executor process") from None

@@ -13,7 +13,8 @@ import re
 import stat
 from typing import BinaryIO
 
-from ..errors import ConfigError, TraceFormatError, TracekitError
+from ..errors import TraceFormatError, TracekitError
+from ..formats.env import check_env, env_limit  # noqa: F401  (they live in formats: documents read limits too)
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -21,31 +22,6 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
 
 def _kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
-
-
-_ENV_PROBLEMS: list[str] = []
-
-
-def env_limit(name: str, default: float) -> float:
-    """A positive number from the environment (a limit such as TRACEKIT_MAX_TRACE_BYTES), else ``default``. A
-    value that is not one is remembered and reported by ``check_env`` when options are built (a ConfigError,
-    exit 2), not raised here: this runs at import, before the CLI can turn an error into one line."""
-    text = os.environ.get(name)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        _ENV_PROBLEMS.append(f"{name}={text[:40]!r}: expected a positive number")
-        return default
-    return value
-
-
-def check_env() -> None:
-    if _ENV_PROBLEMS:
-        raise ConfigError(_ENV_PROBLEMS[0])
 
 
 def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what: str = "trace") -> BinaryIO:

@@ -6,9 +6,7 @@ names. Ranks load in parallel on a local process pool (or a Dask cluster, see ``
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -39,10 +37,9 @@ from .decode import (
 )
 from .executors import map_files
 from .files import check_env
+from .paths import find_traces
 from .split import fill, load_split
 from .stream import EventStream, NotStreamable
-
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,34 +130,6 @@ def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     del data
     with gc_paused():
         return build_table(trace, path, options.rules, warnings, exact)
-
-
-def find_traces(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Expand directories (their *.json / *.json.gz), globs and plain files into a sorted list of files."""
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    found: list[str] = []
-    for item in items:
-        item = os.fspath(item)
-        if os.path.isdir(item):
-            try:
-                names = sorted(os.listdir(item))
-            except OSError as exc:
-                raise TraceFormatError(f"{item}: cannot list the directory ({exc.strerror or exc})") from None
-            found += [os.path.join(item, f) for f in names if f.endswith(TRACE_SUFFIXES) and not _sidecar(f)]
-        elif any(ch in item for ch in "*?["):
-            found += sorted(p for p in glob.glob(item) if p.endswith(TRACE_SUFFIXES))
-        elif os.path.exists(item):
-            found.append(item)
-        else:
-            raise TraceFormatError(f"{item}: no such file or directory; pass a trace file, a directory or a glob")
-    if not found:
-        raise TraceFormatError(f"{', '.join(str(os.fspath(i)) for i in items)}: no *.json or *.json.gz traces found")
-    return found
-
-
-def _sidecar(name: str) -> bool:
-    """A run directory's other JSON files: the manifest and activation-memory results (not traces)."""
-    return name == MANIFEST or name.startswith(".") or re.fullmatch(r"activation_r\d+\.json", name) is not None
 
 
 def load(paths, *, options: LoadOptions | None = None, executor=None, progress: bool | None = None) -> TraceSet:

@@ -23,6 +23,7 @@ class Facts:
     flow_cats: set = field(default_factory=set)
     first_ts: list = field(default_factory=list)  # ts of the first 1000 kept events
     msg_style: str | None = None
+    begin_end: int = 0  # ph "B"/"E" events: Chrome's begin/end pairs, which tracekit does not read
 
     def note_kept(self, kept) -> None:
         if len(self.first_ts) < 1000:
@@ -69,6 +70,10 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         warnings.append(f"{path}: recorded in CUPTI range-profiler mode: its {n} device events are profiler ranges "
                         "(kernels replayed to read counters), not individual kernel executions; their times are "
                         "not the kernels' times, so compute, overlap and idle figures do not describe the run")
+    if facts.begin_end:
+        warnings.append(f"{path}: ignored {facts.begin_end} begin/end events (ph 'B'/'E'); tracekit reads complete "
+                        "events (ph 'X') as Kineto writes them, so the time inside those pairs is not measured; "
+                        "export the trace with torch.profiler, or convert each B/E pair to one X event")
     ints = [t for t in facts.first_ts if t is not None]
     flow_cats = facts.flow_cats
     generation = {

@@ -19,6 +19,7 @@ from typing import IO, Any, ClassVar, Protocol
 from ..errors import ConfigError
 from ..formats.contract import SUMMARY_SCHEMA
 from ..formats.core import family_major, schema_accepted
+from ..formats.outputs import check_output, write_output
 
 Output = IO[Any] | Path | str
 
@@ -79,17 +80,17 @@ class StreamReporter:
         self.check(doc)
         if not isinstance(out, (str, os.PathLike)):
             return Rendered(None, 0, self.write(doc, out, **options))
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = check_output(out)  # a bad path fails before the rendering
         if self.binary:  # all of it first: nothing half-written on an error
             data = io.BytesIO()
             notes = self.write(doc, data, **options)
-            path.write_bytes(data.getvalue())
+            encoded = data.getvalue()
         else:
             text = io.StringIO()
             notes = self.write(doc, text, **options)
-            path.write_text(text.getvalue(), encoding="utf-8")
-        return Rendered(path, path.stat().st_size, notes)
+            encoded = text.getvalue().encode("utf-8")
+        write_output(path, encoded)  # the size written, also for /dev/null or a FIFO, whose stat says 0
+        return Rendered(path, len(encoded), notes)
 
     def text(self, doc: Any, **options: Any) -> str:
         """The rendering of a text reporter as a string."""

@@ -119,13 +119,23 @@ def _most(rows: list, key: str, what: str) -> tuple[list[int], str | None]:
                          "(`tracekit analyze --format json`) has every step.")
 
 
+def _mapping(x: object) -> Mapping:
+    return x if isinstance(x, Mapping) else {}
+
+
+def _rows(x: object) -> list[Mapping]:
+    """The mapping entries of a list from the summary's untyped launch_stats section (a hand-edited summary can
+    hold null or a number where a row was: a jinja UndefinedError traceback from `report --summary`)."""
+    return [row for row in x if isinstance(row, Mapping)] if isinstance(x, list) else []
+
+
 def _launches(i: int, r: Mapping) -> dict:
-    ls = r.get("launch_stats") or {}
+    ls = _mapping(r.get("launch_stats"))
     why = _unavailable(ls) if ls else "not in this summary"
     if why:
         return {"reason": why}
     k = f"ranks.{i}.launch_stats"
-    lb = ls.get("launch_bound_kernels") or {}
+    lb = _mapping(ls.get("launch_bound_kernels"))
     figures = [_labelled(fig(f"{k}.{f}", ls.get(f)), label) for f, label in LAUNCH_FIGURES]
     figures += [_labelled(fig(f"{k}.launch_bound_kernels.count", lb.get("count")), "launch-bound kernels"),
                 _labelled(fig(f"{k}.launch_bound_kernels.share", lb.get("share")), "launch-bound share")]
@@ -133,8 +143,10 @@ def _launches(i: int, r: Mapping) -> dict:
                            fig(f"{k}.outliers.{j}.delay_us", o.get("delay_us")),
                            fig(f"{k}.outliers.{j}.runtime_us", o.get("runtime_us")),
                            fig(f"{k}.outliers.{j}.kernel_us", o.get("kernel_us"))]}
-                for j, o in enumerate((ls.get("outliers") or [])[:TOP_OUTLIERS])]
-    return {"figures": figures, "outliers": outliers, "by_short_name": list(lb.get("by_short_name") or [])[:5]}
+                for j, o in enumerate(_rows(ls.get("outliers"))[:TOP_OUTLIERS])]
+    return {"figures": figures, "outliers": outliers, "by_short_name": [
+        {"short_name": str(x.get("short_name", "")), "count": str(x.get("count", ""))}  # the template's two fields
+        for x in _rows(lb.get("by_short_name"))[:5]]}
 
 
 def _memory(i: int, r: Mapping, activation: Mapping) -> dict:

@@ -17,15 +17,15 @@ class InventoryTable(StreamReporter):
     document = Inventory
 
     def write(self, doc: Any, stream: IO[Any], *, width: int | None = None, **_: Any) -> tuple[str, ...]:
-        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
         from .summary_tables import group_warnings
+        from .terminal import console as terminal_console
         from .terminal import output_width
 
         data = doc.to_dict()
-        console = Console(file=stream, highlight=False, width=output_width(stream, width))
+        console = terminal_console(file=stream, highlight=False, width=output_width(stream, width))
         console.print(f"tracekit info: {len(data['ranks'])} rank(s) of world size {data['world_size']}")
         table = Table()
         for col in ("rank", "device", "events", "steps", "device streams", "kernels", "comm", "host ops"):

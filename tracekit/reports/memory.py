@@ -18,9 +18,9 @@ class MemoryTable(StreamReporter):
     document = ModelEstimate
 
     def write(self, doc: Any, stream: IO[Any], **_: Any) -> tuple[str, ...]:
-        from rich.console import Console
+        from .terminal import console as terminal_console
 
-        console = Console(file=stream)
+        console = terminal_console(file=stream)
         console.print(_terms_table(doc))
         if doc.tensors:
             console.print(_tensors_table(doc))

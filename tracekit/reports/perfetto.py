@@ -22,6 +22,7 @@ import msgspec
 
 from ..errors import ConfigError, TraceFormatError
 from ..formats.core import read_bytes
+from ..formats.outputs import open_output
 from .base import Output, Rendered, StreamReporter
 
 PROCESS_NAME = "tracekit"
@@ -189,8 +190,7 @@ def _write_bytes(parts: Iterable[bytes | memoryview], stream: IO[bytes], compres
 def write_trace(trace: Mapping, out: Path | str) -> Path:
     """``trace`` as it is (no tracks added) to ``out``; gzip-compressed when the name ends in ``.gz``."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("wb") as f:
+    with open_output(out, "wb") as f:
         text = json.dumps(trace, separators=(",", ":"), allow_nan=False)
         _write_bytes((text.encode("utf-8"),), f, out.name.endswith(".gz"))
     return out

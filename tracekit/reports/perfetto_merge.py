@@ -19,12 +19,12 @@ import gzip
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 
-from ..errors import TraceFormatError
+from ..errors import ConfigError, TraceFormatError
+from ..formats.outputs import check_output, is_special, open_output
 from .base import Output, Rendered, StreamReporter
 from .perfetto import _ENCODER, added_events
 
@@ -191,14 +191,21 @@ class MergedPerfettoReporter(StreamReporter):
         self.check(doc)
         if not isinstance(out, (str, os.PathLike)):
             return Rendered(None, 0, self.write(doc, out, **options))
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = check_output(out)
         options.setdefault("compress", path.name.endswith(".gz"))
+        if is_special(path):  # /dev/null, a FIFO: written in place; a rename would replace the device itself
+            with open_output(path, "wb") as f:
+                notes = self.write(doc, f, **options)
+            return Rendered(path, 0, notes)
         tmp = path.with_name(f".{path.name}.tracekit-partial")
         try:
-            with tmp.open("wb") as f:
+            with open_output(tmp, "wb") as f:
                 notes = self.write(doc, f, **options)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise ConfigError(f"{str(path)!r}: cannot write the output ({exc.strerror}); choose a writable file "
+                                  "path") from None
         finally:
             tmp.unlink(missing_ok=True)
         return Rendered(path, path.stat().st_size, notes)

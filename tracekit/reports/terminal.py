@@ -22,6 +22,18 @@ MIN_NAME = 24  # a kernel name column is never cut below this
 FULL_NAME = 60  # with full_names, a name column folds its signatures at no less than this
 
 
+def console(**options: Any) -> Any:
+    """A rich Console whose broken pipe is Python's BrokenPipeError, for the CLI to exit 141 on quietly: rich's
+    own handler exits 1, which from `check` reads as "gate failed"."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(**options)
+
+
 def output_width(stream: Any = None, width: int | None = None) -> int:
     """The width to lay tables out at: ``width`` if given; on a terminal, its width; else ``$COLUMNS``; else
     DEFAULT_WIDTH (never rich's 80 for a pipe: CI logs are read in wide windows)."""

@@ -60,6 +60,9 @@ class WorkloadConfig:
     @property
     def parts(self) -> tuple[str, ...]:
         parts = tuple(p.strip() for p in self.workload.split("+") if p.strip())
+        if not parts or len(set(parts)) < len(parts):  # '' or 'tp+tp' ran a workload nobody named
+            raise ConfigError(f"workload {self.workload!r}: name each workload once; choose from {', '.join(WORKLOADS)}"
+                              " (combine with '+')")
         for p in parts:
             if p not in WORKLOADS:
                 raise ConfigError(f"unknown workload {p!r} in {self.workload!r}; choose from {', '.join(WORKLOADS)}"
@@ -109,6 +112,10 @@ class WorkloadConfig:
         """The layout, once the shapes shard evenly on it (the layout's own head and sequence shards; a ring
         also splits each rank's sequence in two for the load-balanced zig-zag, the overlap variant in chunks)."""
         lay, _ = self.layout(), self.torch_dtype
+        sizes = (("--hidden", self.hidden), ("--heads", self.heads), ("--seq", self.seq), ("--batch", self.batch))
+        for flag, value in sizes:  # before the divisibility checks below: --heads 0 was a ZeroDivisionError traceback
+            if value < 1:
+                raise ConfigError(f"workload {self.workload}: {flag} {value} must be >= 1")
         ring = lay.cp_kind is CpKind.RING
         checks = [
             (self.hidden % self.heads == 0, f"--hidden {self.hidden} must be a multiple of --heads {self.heads}"),

@@ -21,6 +21,7 @@ import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
 
 from ...errors import TracekitError
+from ...formats.env import env_limit
 from .. import comm
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
@@ -135,7 +136,7 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
 
 
 # A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
-COLLECTIVE_TIMEOUT_S = float(os.environ.get("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300))
+COLLECTIVE_TIMEOUT_S = env_limit("TRACEKIT_COLLECTIVE_TIMEOUT_S", 300)  # 'abc' or -1: exit 2, not a traceback
 
 
 def _pin(rank: int) -> None:
