@@ -115,11 +115,14 @@ def key(paths: Sequence[str], options: Mapping[str, Any], rules_file: str | None
     dirs = sorted({os.path.abspath(p if os.path.isdir(p) else os.path.dirname(p) or ".") for p in every})
     rules = None
     if rules_file is not None:
-        try:
-            with open(rules_file, "rb") as fh:
+        try:  # a regular file only, opened without blocking: a FIFO named rules.toml must not hang the key
+            if not stat.S_ISREG(os.stat(rules_file).st_mode):
+                raise OSError("not a regular file")
+            fd = os.open(rules_file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as fh:
                 rules = hashlib.sha1(fh.read(2**20 + 1)).hexdigest()
         except OSError:
-            rules = "unreadable"
+            rules = "unreadable"  # the load says why, in one line
     return {
         "paths": [os.path.abspath(p) for p in paths],
         "globbed": [os.path.abspath(p) for p in found],

@@ -191,3 +191,15 @@ def test_an_unwritable_cache_directory_is_no_error(run_dir, tmp_path, monkeypatc
     blocker.write_text("x")
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(blocker / "sub"))  # a directory below a regular file
     assert _run(str(run_dir), "--format", "json").output == _run(str(run_dir), "--format", "json", "--no-cache").output
+
+
+def test_a_rule_file_that_is_a_fifo_hangs_nothing(run_dir, tmp_path):
+    """The key hashes the rule file's bytes: a FIFO there must be refused by the load, not block the key."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "rules.toml"
+    os.mkfifo(fifo)
+    res = subprocess.run([sys.executable, "-m", "tracekit", "analyze", str(run_dir), "--format", "json",
+                          "--comm-rules", str(fifo)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "FIFO" in res.stderr and "Traceback" not in res.stderr
