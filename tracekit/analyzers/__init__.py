@@ -5,9 +5,10 @@ import every analyzer, and pandas with them."""
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .base import Analyzer
@@ -19,11 +20,12 @@ _LAZY = {"Analyzer": ".base", "ActivationMemoryAnalyzer": ".memory_run", "ANALYZ
          "analyze": ".registry", "Analysis": ".run", "CommAnalyzer": ".run", "CommResult": ".run"}
 
 
+_lazy = lazy_getattr(__name__, _LAZY, globals())
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
+        return _lazy(name)
     if name == "Summary":  # the old name of Analysis
         warnings.warn("tracekit.analyzers.Summary is now Analysis", DeprecationWarning, stacklevel=2)
         return __getattr__("Analysis")

@@ -6,6 +6,8 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_getattr
+
 # compare and diff are both a module and a function of it: imported now, so the name is the function, as it was
 # (a later import of the module would otherwise leave the module object under that name). Both are cheap.
 from .compare import DEFAULT_METRICS, GateOptions, MetricSpec, compare, ensure_comparable, run_gate
@@ -36,11 +38,12 @@ _MOVED = {"Summary": ("tracekit.gate.metrics", "RunMetrics"), "to_junit": ("trac
           "write_markdown": ("tracekit.reports.markdown", "write_markdown")}
 
 
+_lazy = lazy_getattr(__name__, _LAZY, globals())
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
+        return _lazy(name)
     if name in _MOVED:
         module, attr = _MOVED[name]
         warnings.warn(f"tracekit.gate.{name} is now {module}.{attr}", DeprecationWarning, stacklevel=2)

@@ -7,8 +7,9 @@ opening, say) does not import pandas with the rest."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .classify import RuleSet, load_rules_toml
@@ -21,9 +22,4 @@ _LAZY = {"RuleSet": ".classify", "load_rules_toml": ".classify",
 __all__ = ["LoadOptions", "RuleSet", "find_traces", "load", "load_file", "load_rules_toml"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

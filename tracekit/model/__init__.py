@@ -5,8 +5,9 @@ and what it imports, not numpy for the event tables."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .events import COLUMNS, SCHEMA_VERSION, EventKind, EventTable
@@ -21,9 +22,4 @@ __all__ = ["COLUMNS", "SCHEMA_VERSION", "CpKind", "Dimension", "EventKind", "Eve
            "ParallelLayout", "ProcessGroup", "RankInfo", "RunMetadata", "TraceSet"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
