@@ -77,7 +77,8 @@ print(json.dumps(stats))
 
 
 def tree_rss(pid: int) -> int:
-    """Summed RSS (bytes) of ``pid`` and its descendants, from /proc."""
+    """Summed RSS (bytes) of ``pid`` and its descendants, from /proc, plus the split pieces' columns on their way
+    back to the parent (files in /dev/shm, memory that no process's RSS counts until the parent maps them)."""
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -91,6 +92,9 @@ def tree_rss(pid: int) -> int:
     while todo:
         p = todo.pop()
         todo += kids.get(p, [])
+        for f in glob.glob(f"/dev/shm/tracekit-piece-{p}-*"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f).st_blocks * 512
         try:
             with open(f"/proc/{p}/statm") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -75,6 +75,27 @@ class TableBuilder:
         self.rows += other.rows
         self.n_bad += other.n_bad
 
+    def take_arrays(self) -> dict[str, np.ndarray]:
+        """The builder's column arrays, removed from it (to travel apart: ``handoff``); ``give_arrays`` puts them
+        back."""
+        arrays = {f"p.{k}": c.view() for k, c in self.parts.items()}
+        for k, sp in self.sparse.items():
+            arrays[f"r.{k}"], arrays[f"v.{k}"] = sp.joined()
+        self.parts, self.sparse = {}, {}
+        return arrays
+
+    def give_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.parts = {k: _Column.of(arrays[f"p.{k}"]) for k in _PARTS}
+        # copied: small, and a view would keep the whole handed-off file mapped until finish
+        self.sparse = {k: _SparseParts.of(np.array(arrays[f"r.{k}"]), np.array(arrays[f"v.{k}"]))
+                       for k in _SPARSE_PARTS}
+
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` rows in every column (pages not written stay unbacked: an estimate too high costs
+        address space only), so that absorbing the pieces copies each value once instead of growing by doubling."""
+        for col in self.parts.values():
+            col.reserve(rows)
+
     def needs_exact(self, events) -> bool:
         """True when float64 µs cannot hold some timestamp of ``events`` to the ns (see decode)."""
         t = _floats([e.ts for e in events])
@@ -272,6 +293,18 @@ class _Column:
     def __init__(self, dtype):
         self.data, self.n = np.empty(0, dtype), 0
 
+    @classmethod
+    def of(cls, values: np.ndarray) -> _Column:
+        col = cls(values.dtype)
+        col.data, col.n = values, len(values)
+        return col
+
+    def reserve(self, rows: int) -> None:
+        if rows > len(self.data):
+            grown = _buffer(rows, self.data.dtype)
+            grown[:self.n] = self.data[:self.n]
+            self.data = grown
+
     def append(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.data):
@@ -337,13 +370,22 @@ class _SparseParts:
             self.rows.append(np.asarray(rows, np.int64) + offset)
             self.values.append(values)
 
+    @classmethod
+    def of(cls, rows: np.ndarray, values: np.ndarray) -> _SparseParts:
+        sp = cls()
+        sp.add(rows, values, 0)
+        return sp
+
+    def joined(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.concatenate(self.rows) if self.rows else np.empty(0, np.int64)
+        return rows, np.concatenate(self.values) if self.values else np.empty(0, np.int64)
+
     def extend(self, other: _SparseParts, offset: int) -> None:
         self.rows += [r + offset for r in other.rows]
         self.values += other.values
 
     def column(self, n: int, dtype) -> np.ndarray | Sparse:
-        rows = np.concatenate(self.rows) if self.rows else np.empty(0, np.int64)
-        values = np.concatenate(self.values) if self.values else np.empty(0, np.int64)
+        rows, values = self.joined()
         keep = values != ABSENT
         if np.count_nonzero(keep) <= SPARSE_SHARE * n:
             return Sparse(n, rows[keep].astype(np.int32 if n < 2**31 else np.int64), values[keep].astype(dtype))

@@ -22,6 +22,7 @@ import re
 import time
 
 from ..errors import InputLimitError
+from . import handoff
 from .classify import RuleSet
 from .columnar import TableBuilder
 from .decode import StreamLimits, gc_paused, release_free_memory
@@ -53,15 +54,25 @@ def plan(path: str, body_at: int, size: int, pieces: int) -> list[tuple[int, int
     return [(bounds[i], bounds[i + 1], i == len(cuts) - 1) for i in range(len(cuts))]
 
 
-def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits]) -> tuple[TableBuilder, object, float]:
-    """A worker: one byte range -> (its builder, the trailing header fields for the last piece, CPU seconds: the
-    piece's cost whatever else shares the core, which is what scaling estimates are made of)."""
-    path, span, limits = job
+def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits, str | None]
+                 ) -> tuple[TableBuilder, handoff.Handoff | None, object, float]:
+    """A worker: one byte range -> (its builder, the shared-memory file holding the builder's arrays or None when
+    they stay in it, the trailing header fields for the last piece, CPU seconds: the piece's cost whatever else
+    shares the core, which is what scaling estimates are made of). ``job[3]``: the handoff file prefix, None to
+    return the arrays in the builder."""
+    path, span, limits, prefix = job
     t = time.process_time()
     stream = EventStream(path, limits, span=span)
     builder = fill(TableBuilder(), stream)
     release_free_memory()  # the worker goes on to the next piece: not with this one's freed structs resident
-    return builder, stream.tail, time.process_time() - t
+    sent = None
+    if prefix is not None:
+        arrays = builder.take_arrays()
+        sent = handoff.put(arrays, prefix)
+        if sent is None:
+            builder.give_arrays(arrays)
+        del arrays
+    return builder, sent, stream.tail, time.process_time() - t
 
 
 def fill(builder: TableBuilder, stream: EventStream) -> TableBuilder:
@@ -99,20 +110,31 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
     spans = plan(path, body_at, size, pieces_for(size, workers))
     t1 = time.perf_counter()
     builder = TableBuilder(rules)
-    cpu, absorb_s, tail = [], 0.0, None
-    with gc_paused():
-        for piece, piece_tail, piece_cpu in map_pieces(decode_piece, [(path, span, limits) for span in spans],
-                                                       workers):
-            a = time.perf_counter()
-            tail = piece_tail  # the last piece's: the header fields after the events
-            builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once
-            del piece
-            absorb_s += time.perf_counter() - a
-            cpu.append(piece_cpu)
+    cpu, absorb_s, tail, shared = [], 0.0, None, 0
+    prefix = handoff.tag() if handoff.available() else None
+    jobs = [(path, span, limits, prefix) for span in spans]
+    try:
+        with gc_paused():
+            for piece, sent, piece_tail, piece_cpu in map_pieces(decode_piece, jobs, workers):
+                a = time.perf_counter()
+                tail = piece_tail  # the last piece's: the header fields after the events
+                if sent is not None:
+                    piece.give_arrays(handoff.take(sent))
+                    shared += 1
+                first = not builder.rows
+                builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once
+                if first and piece.rows:  # the pieces are about the same size: room for all, copied once
+                    builder.reserve(int(piece.rows * (size - body_at) / (spans[0][1] - spans[0][0]) * 1.1) + 1024)
+                del piece
+                absorb_s += time.perf_counter() - a
+                cpu.append(piece_cpu)
+    finally:
+        if prefix is not None:
+            handoff.sweep(prefix)
     t2 = time.perf_counter()
     assert tail is not None  # the last piece's (plan gives at least one)
     header = stream.merge(head, tail)
     if stats is not None:
         stats.update(scan_s=t1 - t0, pool_s=t2 - t1 - absorb_s, absorb_s=absorb_s, piece_cpu_s=cpu,
-                     piece_bytes=[s[1] - s[0] for s in spans])
+                     piece_bytes=[s[1] - s[0] for s in spans], pieces_shared=shared)
     return builder, header, list(stream.warnings)

@@ -59,6 +59,25 @@ def test_exact_duplicate_events_are_dropped_with_a_count(tmp_path):
     assert any("dropped 9 exact duplicate events" in w and str(path) in w for w in info.warnings)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_duplicate_rows_match_a_brute_force_oracle(seed):
+    """The hash-and-sort search against the obvious one (a set of whole rows, first copy kept), on a real table
+    whose rows are drawn with repeats (and without any, and with hash collisions forced by equal columns)."""
+    from tracekit.loader.checks import duplicate_rows
+    from tracekit.model.events import COLUMNS
+
+    full, _ = _load(gpu_trace("rocm-mi250-minitoy.json.gz"))
+    rng = np.random.default_rng(seed)
+    for index in (rng.integers(0, len(full), 3 * len(full)), rng.permutation(len(full)), np.zeros(5, np.int64)):
+        table = full.select(index)
+        seen, want = set(), np.zeros(len(table), bool)
+        rows = zip(*(table[k].tolist() for k in COLUMNS))
+        for i, row in enumerate(rows):
+            want[i] = row in seen
+            seen.add(row)
+        assert (duplicate_rows(table) == want).all()
+
+
 def test_real_traces_have_no_duplicates_or_unknown_categories():
     for name in ("allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "rocm-mi250-minitoy"):
         _, info = _load(gpu_trace(name + ".json.gz"))

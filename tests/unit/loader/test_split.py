@@ -113,3 +113,66 @@ def test_a_truncated_trace_is_salvaged_as_serially(tmp_path, small_pieces):
     got = load_file(str(path), LoadOptions(cache=False, split=3))
     assert got[1].truncated and 0 < len(got[0]) < 500
     assert_same(got, load_file(str(path), LoadOptions(cache=False)))
+
+
+# -- the columns' way back from the workers (loader/handoff.py) ---------------------------------------------------
+def _leftovers():
+    from tracekit.loader import handoff
+
+    return sorted(p.name for p in __import__("pathlib").Path(handoff._SHM).glob(handoff.tag() + "*"))
+
+
+@pytest.mark.skipif(not split.handoff.available(), reason="no writable /dev/shm on this machine")
+def test_pieces_come_back_through_shared_memory_and_equal_the_pipe_way(tmp_path, small_pieces, monkeypatch):
+    """Every piece's columns travel through a /dev/shm file (none is left), and the table equals the one whose
+    pieces came back pickled through the pipe (no /dev/shm) and the serial load's."""
+    path = plain(DATA / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz", tmp_path)
+    stats: dict = {}
+    builder, header, warnings = split.load_split(path, StreamLimits(), RuleSet(), 3, stats)
+    assert stats["pieces_shared"] == len(stats["piece_bytes"]) == 6
+    shared = builder.finish(header, path, warnings)
+    assert not _leftovers()
+    monkeypatch.setattr(split.handoff, "_SHM", str(tmp_path / "no-such-dir"))
+    stats = {}
+    builder, header, warnings = split.load_split(path, StreamLimits(), RuleSet(), 3, stats)
+    assert stats["pieces_shared"] == 0
+    assert_same(shared, builder.finish(header, path, warnings))
+    assert_same(shared, load_file(path, LoadOptions(cache=False)))
+
+
+def test_a_handoff_file_that_cannot_be_written_is_none_and_leaves_nothing(tmp_path):
+    """A full tmpfs (here: a file-size limit, EFBIG) sends the arrays back through the pipe instead."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, resource, signal, sys, numpy as np\n"
+        "from tracekit.loader import handoff\n"
+        "handoff._SHM = sys.argv[1]\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+        "small = handoff.put({'a': np.arange(10)}, 'p-')\n"
+        "assert small is not None and (handoff.take(small)['a'] == np.arange(10)).all()\n"
+        "assert handoff.put({'a': np.arange(1 << 18), 'b': np.arange(1 << 18)}, 'p-') is None\n"
+        "assert os.listdir(sys.argv[1]) == [], os.listdir(sys.argv[1])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+
+
+@pytest.mark.skipif(not split.handoff.available(), reason="no writable /dev/shm on this machine")
+def test_a_failed_split_load_leaves_no_handoff_files(tmp_path, small_pieces, monkeypatch):
+    """The first piece fails (a blank run) while the next ones decode and are handed off, never to be taken: the
+    load removes their files."""
+    compact = open(write_trace(tmp_path / "u.json", kernels(80_000)), "rb").read()
+    path = tmp_path / "t.json"
+    path.write_bytes(compact.replace(b",\n", b"," + b" " * (5 << 19), 1))
+    real_sweep, swept = split.handoff.sweep, []
+
+    def sweep(prefix):
+        swept.extend(_leftovers())
+        real_sweep(prefix)
+    monkeypatch.setattr(split.handoff, "sweep", sweep)
+    with pytest.raises(InputLimitError, match="whitespace"):
+        split.load_split(str(path), StreamLimits(), RuleSet(), 2)
+    assert swept  # there was something to remove: the test saw the case it is about
+    assert not _leftovers()
