@@ -40,7 +40,7 @@ def main() -> None:
             for kib in SIZES_KIB:
                 stream.PIECE_BYTES = kib * 1024
                 c = time.process_time()
-                split.decode_piece((args.trace, span, StreamLimits()))
+                split.decode_piece((args.trace, span, StreamLimits(), None))
                 runs[kib].append(time.process_time() - c)
     finally:
         stream.PIECE_BYTES = default

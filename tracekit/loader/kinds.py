@@ -120,9 +120,22 @@ def _per_name(names: Sequence[str], test, codes: np.ndarray) -> np.ndarray:
 def device_pids(pid: np.ndarray, cat_codes: np.ndarray, cats: Sequence[str]) -> np.ndarray:
     """The pids device work runs on: those of events in device categories, less those with host operators
     (a host pid is the OS process id; Kineto's device pids are the device ordinals)."""
+    codes, uniques = _pid_codes(pid)
+    return np.sort(uniques[_device_pid_codes(codes, len(uniques), cat_codes, cats)])
+
+
+def _pid_codes(pid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, distinct pids): a hash pass (a trace has a handful of pids), not a sort of every row."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pid)
+    return codes, np.asarray(uniques)
+
+
+def _device_pid_codes(codes: np.ndarray, n: int, cat_codes: np.ndarray, cats: Sequence[str]) -> np.ndarray:
     dev_cat = np.array([c in DEVICE_CATS for c in cats] or [False], dtype=bool)[cat_codes]
     host_cat = np.array([c in HOST_PID_CATS for c in cats] or [False], dtype=bool)[cat_codes]
-    return np.setdiff1d(np.unique(pid[dev_cat]), np.unique(pid[host_cat]))
+    return (np.bincount(codes[dev_cat], minlength=n) > 0) & (np.bincount(codes[host_cat], minlength=n) == 0)
 
 
 def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.ndarray, names: Sequence[str],
@@ -140,7 +153,8 @@ def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.nd
     kind = cat_kind[cat_codes].copy() if len(cat_codes) else np.empty(0, np.int8)
     is_device = cat_dev[cat_codes] if len(cat_codes) else np.empty(0, bool)
     if pid is not None and len(pid):
-        on_dev = np.isin(pid, device_pids(pid, cat_codes, cats)) & ~is_device
+        codes, uniques = _pid_codes(pid)
+        on_dev = _device_pid_codes(codes, len(uniques), cat_codes, cats)[codes] & ~is_device
         kind[on_dev & (kind == K.RUNTIME)] = K.SYNC
         is_device = is_device | on_dev
     for cat, pattern, k in DEVICE_NAME_KINDS:
