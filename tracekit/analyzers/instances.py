@@ -50,6 +50,8 @@ class Instances:
         parts = [p for p in parts if len(p)]
         if not parts:
             return Instances.empty()
+        if len(parts) == 1:  # one rank: its own arrays (read-only everywhere), not a copy of them
+            return parts[0]
         return Instances({k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns})
 
 

@@ -66,7 +66,7 @@ class CommAnalyzer:
         multi = len(traces) > 1
         clockless, clock_warnings = clockless_ranks(traces)
         usable = [r for r in traces.ranks if r not in clockless]
-        cross = cross_rank(inst.select(~np.isin(inst["rank"], clockless)), usable,
+        cross = cross_rank(inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst, usable,
                            options.align_clocks if len(usable) > 1 else False)
         if clockless:
             cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
