@@ -176,3 +176,47 @@ def test_a_failed_split_load_leaves_no_handoff_files(tmp_path, small_pieces, mon
         split.load_split(str(path), StreamLimits(), RuleSet(), 2)
     assert swept  # there was something to remove: the test saw the case it is about
     assert not _leftovers()
+
+
+# -- imports while the workers decode (executors.while_loading) --------------------------------------------------
+_WHILE = r"""
+import json, multiprocessing, sys
+from tracekit.loader import split, executors
+from tracekit.loader.io import LoadOptions, load_file
+assert "pandas" not in sys.modules, "the loader imports pandas"
+split.MIN_SPLIT_BYTES, split.MIN_PIECE_BYTES = 0, 2048
+seen = []
+def work():
+    import pandas  # noqa: F401 -- what the CLI defers (with the analyzers)
+    seen.append(len(multiprocessing.active_children()))
+with executors.while_loading(work):
+    table, info = load_file(sys.argv[1], LoadOptions(cache=False, split=int(sys.argv[2])))
+print(json.dumps({"runs": seen, "rows": len(table)}))
+"""
+
+
+@pytest.mark.parametrize("workers", [3, 1])
+def test_the_deferred_imports_run_once_while_the_workers_decode(tmp_path, workers):
+    """The load needs no pandas; the work handed to while_loading runs once, in the parent, while the worker
+    processes are alive (split load) or after the load (serial), and the table is the same either way."""
+    import subprocess
+    import sys
+
+    path = plain(DATA / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz", tmp_path)
+    out = subprocess.run([sys.executable, "-c", _WHILE, path, str(workers)], capture_output=True, text=True,
+                         check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert len(got["runs"]) == 1
+    assert (got["runs"][0] > 0) == (workers > 1)  # workers alive while it ran, or none at all
+    assert got["rows"] == len(load_file(path, LoadOptions(cache=False))[0])
+
+
+def test_a_failed_load_does_not_run_the_deferred_work_and_keeps_its_error(tmp_path):
+    from tracekit.loader import executors
+
+    ran = []
+    path = tmp_path / "empty.json"
+    path.write_text("")
+    with pytest.raises(Exception, match="empty file"), executors.while_loading(lambda: ran.append(1)):
+        load_file(str(path), LoadOptions(cache=False))
+    assert ran == [] and executors._WHILE_LOADING == []
