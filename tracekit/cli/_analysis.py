@@ -36,21 +36,13 @@ def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: b
                          window: str | None = None, critical_path: bool = False, memory_points: int = 1000, **load_kw):
     """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
-    from ..loader.executors import while_loading
+    from ..analyzers import analyze
     from ..loader.io import load
 
     compact_arrow_pool()
-    with while_loading(import_analyzers):
-        ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
-    from ..analyzers import analyze
-
+    ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
     return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window,
                    critical_path=critical_path, memory_points=memory_points)
-
-
-def import_analyzers() -> None:
-    """What the analysis imports (pandas, the analyzers): done while the loader's workers decode."""
-    from ..analyzers import registry  # noqa: F401
 
 
 def compact_arrow_pool() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.events import COLUMNS, EventTable
@@ -97,8 +98,6 @@ def duplicate_rows(table: EventTable) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     at = np.minimum(np.searchsorted(repeated, h), len(repeated) - 1)
     cand = np.flatnonzero(repeated[at] == h)
-    import pandas as pd  # here: the load itself needs no pandas (see executors.while_loading)
-
     frame = pd.DataFrame({k: table[k][cand] for k in COLUMNS})
     out = np.zeros(n, dtype=bool)
     out[cand[frame.duplicated(keep="first").to_numpy()]] = True

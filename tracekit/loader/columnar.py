@@ -12,6 +12,7 @@ import mmap
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from ..model.columns import SPARSE_SHARE, Sparse, compact
 from ..model.events import ABSENT, COLUMNS, EventTable
@@ -413,14 +414,11 @@ def _remap(table: dict, uniques: dict) -> np.ndarray:
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:
-    """(codes, uniques in first-appearance order) of strings. A dict does it as fast as pandas at a piece's few
-    thousand values (pandas' per-call overhead is most of its cost there), and the split load's workers then
-    need no pandas: the parent imports it while they decode (``executors.while_loading``)."""
+    """(codes, uniques in first-appearance order); pandas does the hashing in C."""
     if not values:
         return np.empty(0, np.intp), []
-    seen: dict = {}
-    codes = [seen.setdefault(v, len(seen)) for v in values]
-    return np.array(codes, dtype=np.intp), list(seen)
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    return codes, list(uniques)
 
 
 def _is(codes: np.ndarray, uniques: list, value) -> np.ndarray:

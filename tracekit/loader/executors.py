@@ -9,7 +9,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigError, InputLimitError, TraceFormatError, TracekitError
@@ -32,34 +31,6 @@ def _load_one(job: tuple[Callable[[str, Any], Any], str, Any]) -> Any:
                               "files early") from None
 
 
-_WHILE_LOADING: list[Callable[[], None]] = []
-
-
-@contextmanager
-def while_loading(work: Callable[[], None]) -> Iterator[None]:
-    """Run ``work`` (the imports the caller needs after the load: pandas, the analyzers) in this process while
-    the loader's worker processes decode, instead of before or after: on 2 cores the 0.3 s it takes are then
-    shared with the decoding, not added to it. The workers are forked first, so they never hold a half-made
-    import and do not carry what ``work`` loads. Where no worker process starts (a serial or cached load),
-    ``work`` runs at the end of the block. Exceptions from ``work`` propagate as if it ran there."""
-    _WHILE_LOADING.append(work)
-    try:
-        yield
-    except BaseException:
-        if work in _WHILE_LOADING:  # the load failed: its error, not the work's
-            _WHILE_LOADING.remove(work)
-        raise
-    if work in _WHILE_LOADING:
-        _WHILE_LOADING.remove(work)
-        work()
-
-
-def _workers_started() -> None:
-    """The workers of a pool are running: the work waiting for that, once."""
-    while _WHILE_LOADING:
-        _WHILE_LOADING.pop(0)()
-
-
 def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *, executor=None,
               progress: bool | None = None) -> list:
     """``load_file(path, options)`` over ``files`` (a module-level function, so that it pickles), results in the
@@ -78,9 +49,7 @@ def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *
         workers = min(len(files), os.cpu_count() or 1)
         try:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                results = pool.map(_load_one, jobs)
-                _workers_started()
-                return list(_progress(results, len(jobs), show))
+                return list(_progress(pool.map(_load_one, jobs), len(jobs), show))
         except BrokenProcessPool:
             raise TracekitError(f"a loader process died (killed, or out of memory) while loading {len(files)} "
                                 "traces; retry with --executor serial to see which file") from None
@@ -98,7 +67,6 @@ def map_pieces(fn: Callable[[Any], Any], jobs: list, workers: int) -> Iterator[A
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
             todo = iter(jobs)
             flight = deque(pool.submit(_piece, (fn, job)) for job in itertools.islice(todo, workers + 1))
-            _workers_started()
             while flight:
                 result = flight.popleft().result()
                 job = next(todo, None)
