@@ -216,15 +216,24 @@ class TableBuilder:
     def _collectives(self, cols: dict, strings: dict[str, int], names: list, name_codes: np.ndarray,
                      world_group: bool) -> int:
         """Fill the collective columns (linking.fill_collectives) on the rows that can hold them only: collective
-        args, communication, host collective ops, syncs and the runtime calls that launch kernels (for the
-        launch -> kernel join). Every row set fill_collectives selects lies in those rows, so it sees the same
+        args, communication, host collective ops, syncs and the runtime calls that may launch a communication
+        kernel (for the launch -> kernel join). Every row set fill_collectives selects lies in those rows, so it sees the same
         rows in the same order; the columns it fills are then spread to the whole table, sparse where they are
         absent on most rows (model/columns.py), instead of 15 full columns of -1 at the load's peak."""
         kind, n = cols["kind"], len(cols["kind"])
         can = np.zeros(256, bool)
-        can[[K.COMM, K.CPU_COMM_OP, K.SYNC, K.RUNTIME]] = True
+        can[[K.COMM, K.CPU_COMM_OP, K.SYNC]] = True
         mask = can[kind.view(np.uint8)]
         mask[np.fromiter(self.coll_args, np.int64, len(self.coll_args))] = True
+        # of the runtime calls only those that may have launched a communication kernel (its correlation): the
+        # launch -> kernel join reads no other (a quarter of a trace's rows are launches)
+        corr = cols["correlation"]
+        comm_corr = np.unique(corr[(kind == K.COMM) & (corr >= 0)])
+        launches = np.flatnonzero(kind == K.RUNTIME)
+        if len(comm_corr) and len(launches):
+            at = np.minimum(np.searchsorted(comm_corr, corr[launches]), len(comm_corr) - 1)
+            mask[launches[comm_corr[at] == corr[launches]]] = True
+        del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
             return fill_collectives(_with_collective_columns(cols, n), strings, self.coll_args, names, name_codes,
                                     world_group=world_group)
