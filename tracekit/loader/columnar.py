@@ -98,10 +98,14 @@ class TableBuilder:
 
     def needs_exact(self, events) -> bool:
         """True when float64 µs cannot hold some timestamp of ``events`` to the ns (see decode)."""
-        t = _floats([e.ts for e in events])
-        return bool(np.any((np.abs(t) >= _EXACT_LIMIT) & (t != np.floor(t))))
+        return _inexact(_floats([e.ts for e in events]))
 
-    def add(self, events, exact: tuple[list, list] | None = None) -> None:
+    def add(self, events, exact: tuple[list, list] | None = None, refuse_inexact: bool = False) -> bool:
+        """Append ``events``' rows. ``refuse_inexact``: add nothing and return False when some timestamp needs the
+        exact ns pass (``needs_exact``), checked on the one pass over the times that the rows take theirs from."""
+        ts_all = _floats([e.ts for e in events])
+        if refuse_inexact and _inexact(ts_all):
+            return False
         ph_codes, phs = _factorize([e.ph for e in events])
         cat_codes, cats = _factorize([e.cat for e in events])
         keep_mask = _is(ph_codes, phs, "X") & ~_in(cat_codes, cats, _DROP_CATS)
@@ -109,16 +113,18 @@ class TableBuilder:
         keep_mask[inst[[events[j].name == "[memory]" for j in inst.tolist()]]] = True
         self._facts(events, ph_codes, phs, cat_codes, cats)
         self._note_trailer(ph_codes, phs, cat_codes, cats)
-        keep = np.flatnonzero(keep_mask).tolist()
+        keep_at = np.flatnonzero(keep_mask)
+        keep = keep_at.tolist()
         kept = [events[i] for i in keep]
         self.facts.note_kept(kept)
-        ts = _floats([e.ts for e in kept])
+        ts = ts_all[keep_at]
+        del ts_all
         dur = _floats([e.dur for e in kept])
-        is_instant = _is(ph_codes, phs, "i")[keep]
+        is_instant = _is(ph_codes, phs, "i")[keep_at]
         dur = np.where(is_instant & np.isnan(dur), 0.0, dur)
         good = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(ts) < 9e15) & (dur < 9e15)
         bad = int(len(good) - np.count_nonzero(good))
-        kept_cats = cat_codes[keep]
+        kept_cats = cat_codes[keep_at]
         if exact is not None:
             ts_ns = _ints([exact[0][i] for i in keep])[good]
             dur_ns = _ints([exact[1][i] for i in keep])[good]
@@ -130,6 +136,7 @@ class TableBuilder:
         if exact is None:
             ts_ns, dur_ns = _to_ns(ts), np.rint(dur * 1000.0).astype(np.int64)
         self._columns(kept, ts_ns, dur_ns, kept_cats, cats)
+        return True
 
     def _note_trailer(self, ph_codes, phs, cat_codes, cats) -> None:
         activity = np.flatnonzero(_is(ph_codes, phs, "X") & ~_in(cat_codes, cats, {"Trace"}))
@@ -447,6 +454,10 @@ def _recode(table: dict, codes: np.ndarray, uniques: list) -> np.ndarray:
     for c in present[np.argsort(first, kind="stable")].tolist():
         remap[c] = table.setdefault(uniques[c], len(table))
     return remap[codes]
+
+
+def _inexact(t: np.ndarray) -> bool:
+    return bool(np.any((np.abs(t) >= _EXACT_LIMIT) & (t != np.floor(t))))
 
 
 def _floats(values: list) -> np.ndarray:

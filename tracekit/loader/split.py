@@ -80,9 +80,8 @@ def fill(builder: TableBuilder, stream: EventStream) -> TableBuilder:
     timestamps need the exact whole-file pass (ns-resolution epoch times)."""
     for events in stream:
         with gc_paused():
-            if builder.needs_exact(events):
+            if not builder.add(events, refuse_inexact=True):
                 raise NotStreamable("ns-resolution epoch timestamps need the exact whole-file pass")
-            builder.add(events)
         del events
     return builder
 

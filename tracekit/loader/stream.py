@@ -32,7 +32,7 @@ from .header import HEADER_FIELDS, clean_header
 
 # Small pieces: the ~2,700 events of 512 KiB of JSON decode to ~1.5 MB of structs, which the dozen passes that
 # turn them into columns (columnar.TableBuilder.add) then find in the core's cache; 4 MiB pieces (~20 k events,
-# ~12 MB of structs) cost 1.45x the CPU per event (benchmarks/piece_size.py).
+# ~12 MB of structs) cost about 1.5x the CPU per event (benchmarks/piece_size.py).
 PIECE_BYTES = 512 * 1024
 MAX_GAP = 64 * 1024 * 1024  # pending bytes without a usable event boundary: not a stream this reader can cut
 _DECODE_TRIES = 3  # candidate boundaries decoded per cut (one inside a string fails to decode)
