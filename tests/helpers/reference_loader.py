@@ -276,12 +276,16 @@ def comm_from_launch_context(cols, names, name_codes):
 
 
 def fill_collectives(cols, strings, args, names, name_codes, row_names, named=True):
+    from tracekit.loader.linking import CollRecords
     from tracekit.loader.linking import fill_collectives as real
 
-    coll = {i: a for i, a in enumerate(args)
+    coll = [i for i, a in enumerate(args)
             if a is not None and (a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
-                                  or (a.input_dims is not None and HOST_COMM_OP.match(row_names[i]) is not None))}
-    return real(cols, strings, coll, names, name_codes, world_group=not named)
+                                  or (a.input_dims is not None and HOST_COMM_OP.match(row_names[i]) is not None))]
+    records = CollRecords()
+    for i in coll:  # one row at a time, the straightforward way
+        records.add([i], [args[i]], [row_names[i]])
+    return real(cols, strings, records, names, name_codes, world_group=not named)
 
 
 def reference_load(path: str, rules=None):

@@ -12,12 +12,12 @@ listed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ..model.events import EventKind
+from ..model.events import EventKind, EventTable
 from .device_scope import Scope, launch_rows, percentile
 from .kernel_classes import ClassRuleSet
 from .kernels import label_codes
@@ -30,33 +30,60 @@ FRAME_COLUMNS = ("name", "short_name", "class", "stream", "step", "correlation",
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LaunchStats:
+    """The launched activities of a rank's step range: their rows and their launch rows in the table, from which
+    ``columns`` (one row per activity, FRAME_COLUMNS) is derived when asked for. Twelve per-launch arrays kept
+    for the analysis's lifetime were 0.2 GB at 1.25 M launches; the two row numbers and two label codes are a
+    fifth of that."""
+
     rank: int
     activities: int  # device activities in the step range
-    columns: Mapping[str, np.ndarray]  # one row per activity with a launch row, FRAME_COLUMNS
-    delay_cutoff_ns: int
-    runtime_cutoff_ns: int
-    max_outliers: int
+    table: EventTable = field(repr=False)
+    rows: np.ndarray = field(repr=False)  # the activities' rows (with a launch row)
+    launch: np.ndarray = field(repr=False)  # their launch rows
+    labels: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = field(repr=False)  # names, shorts, classes
+    label_of: np.ndarray = field(repr=False)  # each row's label (index into the three tuples)
+    delay_cutoff_ns: int = 100_000
+    runtime_cutoff_ns: int = 50_000
+    max_outliers: int = 20
     bound_by_short: tuple[tuple[str, int], ...] = ()  # launch-bound rows per short name, most first (ties by name)
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """One row per activity with a launch row, FRAME_COLUMNS (computed on each access: keep the result)."""
+        t, rows, lr = self.table, self.rows, self.launch
+        names, shorts, classes = self.labels
+        rt_ids, rt_inv = np.unique(t["name_id"][lr], return_inverse=True)  # the runtime calls' few distinct names
+        rt_names = np.array([t.strings[i] if i >= 0 else None for i in rt_ids.tolist()], dtype=object)
+        kdur, rdur = t["dur_ns"][rows], t["dur_ns"][lr]
+        inv = self.label_of
+        return {
+            "name": np.array(names, dtype=object)[inv], "short_name": np.array(shorts, dtype=object)[inv],
+            "class": np.array(classes, dtype=object)[inv], "stream": t["stream"][rows],
+            "step": t["step"][rows].astype(np.int64), "correlation": t["correlation"][rows],
+            "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": rt_names[rt_inv.reshape(-1)],
+            "runtime_us": rdur / 1e3, "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
+            "launch_bound": _launch_bound(t, rows, lr),
+        }
 
     @property
     def frame(self) -> pd.DataFrame:
         """The columns as a DataFrame (built on request: the summary reads the arrays)."""
-        return pd.DataFrame(dict(self.columns), columns=list(FRAME_COLUMNS))
+        return pd.DataFrame(self.columns, columns=list(FRAME_COLUMNS))
 
-    def _outlier_rows(self) -> np.ndarray:
-        c = self.columns
+    def _outlier_rows(self, c: Mapping[str, np.ndarray]) -> np.ndarray:
         hit = np.flatnonzero((c["delay_us"] > self.delay_cutoff_ns / 1e3) | (c["runtime_us"] > self.runtime_cutoff_ns / 1e3))
         order = np.lexsort((-c["runtime_us"][hit], -c["delay_us"][hit]))  # both descending, ties in row order
         return hit[order][:self.max_outliers]
 
     def outliers(self) -> pd.DataFrame:
-        return self.frame.iloc[self._outlier_rows()].reset_index(drop=True)
+        c = self.columns
+        return pd.DataFrame(c, columns=list(FRAME_COLUMNS)).iloc[self._outlier_rows(c)].reset_index(drop=True)
 
     def to_dict(self) -> dict:
         c = self.columns
         delay, n = c["delay_us"], len(c["delay_us"])
         bound = int(c["launch_bound"].sum())
-        rows = self._outlier_rows()
+        rows = self._outlier_rows(c)
         outliers = [dict(zip(FRAME_COLUMNS, r)) for r in zip(*(c[k][rows].tolist() for k in FRAME_COLUMNS))]
         for r in outliers:  # a nameless runtime call: the DataFrame's missing string, as the records always had
             if r["runtime_name"] is None:
@@ -81,6 +108,10 @@ class LaunchStats:
         return self.frame
 
 
+def _launch_bound(t: EventTable, rows: np.ndarray, lr: np.ndarray) -> np.ndarray:
+    return (t["dur_ns"][rows] < t["dur_ns"][lr]) & np.isin(t["kind"][rows], _KERNELS)
+
+
 def _num(x) -> float | None:
     x = float(x)
     return None if x != x else x
@@ -98,19 +129,10 @@ def launch_stats(sc: Scope, rank: int, rules: ClassRuleSet, delay_cutoff_ns: int
         return None
     rows, lr = rows[has], lr[has]
     names, shorts, classes, inv = label_codes(t, rows, rules)
-    rt_ids, rt_inv = np.unique(t["name_id"][lr], return_inverse=True)  # the runtime calls' few distinct names
-    rt_names = np.array([t.strings[i] if i >= 0 else None for i in rt_ids.tolist()], dtype=object)
-    kdur, rdur = t["dur_ns"][rows], t["dur_ns"][lr]
-    columns = {
-        "name": np.array(names, dtype=object)[inv], "short_name": np.array(shorts, dtype=object)[inv],
-        "class": np.array(classes, dtype=object)[inv], "stream": t["stream"][rows],
-        "step": t["step"][rows].astype(np.int64), "correlation": t["correlation"][rows],
-        "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": rt_names[rt_inv],
-        "runtime_us": rdur / 1e3, "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
-        "launch_bound": (kdur < rdur) & np.isin(t["kind"][rows], _KERNELS),
-    }
-    return LaunchStats(rank, int(launched.sum()), columns, delay_cutoff_ns, runtime_cutoff_ns, max_outliers,
-                       _by_short(shorts, inv[columns["launch_bound"]]))
+    bound = _launch_bound(t, rows, lr)
+    return LaunchStats(rank, int(launched.sum()), t, rows, lr, (tuple(names), tuple(shorts), tuple(classes)),
+                       np.asarray(inv, np.int32 if len(names) < 2**31 else np.int64), delay_cutoff_ns,
+                       runtime_cutoff_ns, max_outliers, _by_short(shorts, inv[bound]))
 
 
 def _by_short(shorts: list[str], pairs: np.ndarray, top: int = 10) -> tuple[tuple[str, int], ...]:

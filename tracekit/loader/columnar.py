@@ -21,7 +21,7 @@ from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
 from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, thread_ids
-from .linking import comm_from_launch_context, fill_collectives
+from .linking import CollRecords, comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 
 _DROP_CATS = {"Trace", "python_function"}
@@ -43,7 +43,7 @@ class TableBuilder:
         self.sparse: dict[str, _SparseParts] = {k: _SparseParts() for k in _SPARSE_PARTS}
         self.names: dict[str, int] = {}
         self.cats: dict[str, int] = {}
-        self.coll_args: dict[int, object] = {}  # row -> Args of rows carrying collective metadata
+        self.coll = CollRecords()  # the rows carrying collective metadata, and what it says
         self.facts = Facts()
         self.host_comm: dict[str, bool] = {}  # name -> a host op that issues a collective
         self.rows = 0
@@ -60,7 +60,7 @@ class TableBuilder:
             self.parts[key].append(remap[key][col.view()] if key in remap else col.view())
         for key, sp in other.sparse.items():
             self.sparse[key].extend(sp, self.rows)
-        self.coll_args.update((self.rows + r, a) for r, a in other.coll_args.items())
+        self.coll.extend(other.coll, self.rows)
         f, g = self.facts, other.facts
         f.thread_names.update(g.thread_names)
         f.flow_cats |= g.flow_cats
@@ -81,11 +81,13 @@ class TableBuilder:
         arrays = {f"p.{k}": c.view() for k, c in self.parts.items()}
         for k, sp in self.sparse.items():
             arrays[f"r.{k}"], arrays[f"v.{k}"] = sp.joined()
+        arrays.update((f"c.{k}", v) for k, v in self.coll.arrays().items())
         self.parts, self.sparse = {}, {}
         return arrays
 
     def give_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.parts = {k: _Column.of(arrays[f"p.{k}"]) for k in _PARTS}
+        self.coll.set_arrays({k: arrays[f"c.{k}"] for k in ("rows", "codes", "ints")})  # copied: small
         # copied: small, and a view would keep the whole handed-off file mapped until finish
         self.sparse = {k: _SparseParts.of(np.array(arrays[f"r.{k}"]), np.array(arrays[f"v.{k}"]))
                        for k in _SPARSE_PARTS}
@@ -175,8 +177,7 @@ class TableBuilder:
         has_coll = np.zeros(n, dtype=bool)
         has_coll[[i for i in coll if args[i].coll_name is not None]] = True
         p["has_coll"].append(has_coll)
-        for i in coll:
-            self.coll_args[self.rows + i] = args[i]
+        self.coll.add([self.rows + i for i in coll], [args[i] for i in coll], [kept[i].name for i in coll])
         mem = np.flatnonzero(_in(cat_codes, cats, _MEM_CATS))
         cp = np.flatnonzero(_in(cat_codes, cats, _COPY_CATS))
         both = np.union1d(mem, cp)  # a row is either a [memory] event or a copy (their categories differ)
@@ -231,7 +232,8 @@ class TableBuilder:
         can = np.zeros(256, bool)
         can[[K.COMM, K.CPU_COMM_OP, K.SYNC]] = True
         mask = can[kind.view(np.uint8)]
-        mask[np.fromiter(self.coll_args, np.int64, len(self.coll_args))] = True
+        coll_rows = self.coll.arrays()["rows"]
+        mask[coll_rows] = True
         # of the runtime calls only those that may have launched a communication kernel (its correlation): the
         # launch -> kernel join reads no other (a quarter of a trace's rows are launches)
         corr = cols["correlation"]
@@ -242,16 +244,15 @@ class TableBuilder:
             mask[launches[comm_corr[at] == corr[launches]]] = True
         del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
-            return fill_collectives(_with_collective_columns(cols, n), strings, self.coll_args, names, name_codes,
+            return fill_collectives(_with_collective_columns(cols, n), strings, self.coll, names, name_codes,
                                     world_group=world_group)
         rows = np.flatnonzero(mask)
         del mask
         sub = {k: cols[k][rows] for k in _LINK_READS}
         sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
-        at = np.searchsorted(rows, np.fromiter(self.coll_args, np.int64, len(self.coll_args))).tolist()
-        args = dict(zip(at, self.coll_args.values()))
-        self.coll_args = {}
-        assumed = fill_collectives(sub, strings, args, names, name_codes[rows], world_group=world_group)
+        records = self.coll.renumbered(np.searchsorted(rows, coll_rows))
+        self.coll = CollRecords()
+        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group=world_group)
         cols["step"][rows] = sub["step"]  # gloo spans take the step of the annotation that issued them
         for k in COLUMNS:
             if k not in cols and k not in _OWN:

@@ -29,7 +29,7 @@ _ALIGN = 64
 @dataclass(frozen=True)
 class Handoff:
     path: str
-    layout: tuple[tuple[str, str, int, int], ...]  # (key, dtype, offset, length) of each array in the file
+    layout: tuple[tuple[str, str, int, tuple[int, ...]], ...]  # (key, dtype, offset, shape) of each array
 
 
 def tag(pid: int | None = None) -> str:
@@ -60,7 +60,7 @@ def put(arrays: dict[str, np.ndarray], prefix: str) -> Handoff | None:
                     at += pad
                 if a.nbytes:
                     fh.write(a.data.cast("B"))
-                layout.append((key, a.dtype.str, at, len(a)))
+                layout.append((key, a.dtype.str, at, a.shape))
                 at += a.nbytes
     except OSError:  # ENOSPC on a small tmpfs, say
         _unlink(path)
@@ -76,8 +76,12 @@ def take(h: Handoff) -> dict[str, np.ndarray]:
             buf = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) if size else b""
     finally:
         _unlink(h.path)
-    return {key: np.frombuffer(buf, dtype=np.dtype(dt), count=n, offset=at) if n else np.empty(0, np.dtype(dt))
-            for key, dt, at, n in h.layout}
+    out = {}
+    for key, dt, at, shape in h.layout:
+        n = int(np.prod(shape))
+        flat = np.frombuffer(buf, dtype=np.dtype(dt), count=n, offset=at) if n else np.empty(0, np.dtype(dt))
+        out[key] = flat.reshape(shape)
+    return out
 
 
 def sweep(prefix: str) -> None:

@@ -176,3 +176,16 @@ def test_a_failed_split_load_leaves_no_handoff_files(tmp_path, small_pieces, mon
         split.load_split(str(path), StreamLimits(), RuleSet(), 2)
     assert swept  # there was something to remove: the test saw the case it is about
     assert not _leftovers()
+
+
+def test_handoff_keeps_shapes_and_dtypes(tmp_path, monkeypatch):
+    """Two-dimensional arrays (the collective records' codes) and empty ones come back as they went."""
+    from tracekit.loader import handoff
+
+    monkeypatch.setattr(handoff, "_SHM", str(tmp_path))
+    sent = {"m": np.arange(14, dtype=np.int32).reshape(2, 7), "e": np.empty((0, 6), np.int64),
+            "v": np.array([3, -1], np.int64)}
+    got = handoff.take(handoff.put(sent, "p-"))
+    for k, v in sent.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and (got[k] == v).all()
+    assert not list(tmp_path.iterdir())
