@@ -36,7 +36,9 @@ def machine(doc: dict) -> str:
 
 
 def whole(doc: dict) -> str:
-    rows = ["| trace | events | HTA 0.5.0 load + overlap | tracekit analyze (split, 2 cores) | speed-up | serial | "
+    rows = ["| trace | events | HTA 0.5.0 load + overlap | tracekit analyze (split, 2 cores; median of 5 around "
+            "HTA's run, range) | "
+            "speed-up | serial | "
             "Parquet cache warm | speed-up | analysis cache warm | speed-up | HTA peak | tracekit peak | "
             "memory ratio |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -45,7 +47,9 @@ def whole(doc: dict) -> str:
         hta, tk, ser, cached = r.get("hta"), r["tk_analyze"], r["tk_analyze_serial"], r["tk_analyze_cached"]
         warm = r.get("tk_analyze_warm")
         mem = f"{tk['peak_gb'] / hta['peak_gb']:.2f}" if hta and "error" not in hta else "—"
-        rows.append(f"| {t['size_mb']} MB | {t['trace']['events'] / 1e6:.2f} M | {_t(hta)} | {_t(tk)} | "
+        spread = (f" ({min(x['wall_s'] for x in tk['runs']):.2f}–{max(x['wall_s'] for x in tk['runs']):.2f})"
+                  if tk.get("runs") else "")
+        rows.append(f"| {t['size_mb']} MB | {t['trace']['events'] / 1e6:.2f} M | {_t(hta)} | {_t(tk)}{spread} | "
                     f"{_ratio(hta, tk)} | {_t(ser)} ({_ratio(hta, ser)}) | {_t(cached)} | {_ratio(hta, cached)} | "
                     f"{_t(warm) if warm else '—'} | {_ratio(hta, warm) if warm else '—'} | "
                     f"{_m(hta)} | {_m(tk)} | {mem} |")

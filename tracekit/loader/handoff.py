@@ -17,6 +17,7 @@ import contextlib
 import glob
 import mmap
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 
@@ -32,9 +33,10 @@ class Handoff:
     layout: tuple[tuple[str, str, int, tuple[int, ...]], ...]  # (key, dtype, offset, shape) of each array
 
 
-def tag(pid: int | None = None) -> str:
-    """The file-name prefix of the pieces of one load (the loading process's pid)."""
-    return f"tracekit-piece-{os.getpid() if pid is None else pid}-"
+def tag() -> str:
+    """The file-name prefix of the pieces of one load: the loading process's pid (what a benchmark counts) and a
+    token of this load (two loads of one process, in threads, never sweep each other's files)."""
+    return f"tracekit-piece-{os.getpid()}-{secrets.token_hex(4)}-"
 
 
 def available() -> bool:

@@ -118,7 +118,10 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
                 a = time.perf_counter()
                 tail = piece_tail  # the last piece's: the header fields after the events
                 if sent is not None:
-                    piece.give_arrays(handoff.take(sent))
+                    try:
+                        piece.give_arrays(handoff.take(sent))
+                    except OSError as exc:  # removed under us (a /dev/shm cleaner): the serial load instead
+                        raise NotStreamable(f"a piece's columns could not be read back ({exc})") from None
                     shared += 1
                 first = not builder.rows
                 builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once

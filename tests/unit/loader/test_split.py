@@ -4,6 +4,7 @@ limit, the limit on blank runs, salvage of a truncated file, and a cut that land
 
 import gzip
 import json
+import os
 import shutil
 
 import numpy as np
@@ -119,7 +120,7 @@ def test_a_truncated_trace_is_salvaged_as_serially(tmp_path, small_pieces):
 def _leftovers():
     from tracekit.loader import handoff
 
-    return sorted(p.name for p in __import__("pathlib").Path(handoff._SHM).glob(handoff.tag() + "*"))
+    return sorted(p.name for p in __import__("pathlib").Path(handoff._SHM).glob(f"tracekit-piece-{os.getpid()}-*"))
 
 
 @pytest.mark.skipif(not split.handoff.available(), reason="no writable /dev/shm on this machine")
@@ -189,3 +190,19 @@ def test_handoff_keeps_shapes_and_dtypes(tmp_path, monkeypatch):
     for k, v in sent.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape and (got[k] == v).all()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not split.handoff.available(), reason="no writable /dev/shm on this machine")
+def test_a_handoff_file_gone_before_it_is_read_falls_back_to_the_serial_load(tmp_path, small_pieces, monkeypatch):
+    """A piece's file removed under the load (a /dev/shm cleaner): the serial load's table, nothing left behind."""
+    path = plain(DATA / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz", tmp_path)
+    real_take = split.handoff.take
+
+    def vanished(sent):
+        os.unlink(sent.path)
+        return real_take(sent)
+    monkeypatch.setattr(split.handoff, "take", vanished)
+    with pytest.raises(NotStreamable, match="could not be read back"):
+        split.load_split(path, StreamLimits(), RuleSet(), 3)
+    assert not _leftovers()
+    assert_same(load_file(path, LoadOptions(cache=False, split=3)), load_file(path, LoadOptions(cache=False)))
