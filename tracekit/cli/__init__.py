@@ -187,4 +187,31 @@ def main() -> None:
             click.echo(f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a file "
                        "with space, or use the command's output option", err=True)
             code = 2
-    sys.exit(code)
+    _exit(code)
+
+
+def _exit(code: int | str | None) -> None:
+    """End the process without the interpreter's teardown, which frees every table, frame and module one by one:
+    0.13-0.2 s after a 300 MB analyze, a tenth of the command. Every output is closed by then (each is written in a
+    with-block: ``formats.outputs``) and the standard streams are flushed here; the atexit handlers still run.
+    A process that imported torch (``run``, ``demo``, a user's collector) ends the normal way: its teardown is
+    torch's to do."""
+    if "torch" in sys.modules:
+        sys.exit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # what sys.exit does with a message: it goes to stderr, the status is 1
+        click.echo(str(code), err=True)
+        status = 1
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status & 0xFF)
