@@ -23,6 +23,7 @@ from .decode import Trace
 from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, thread_ids
 from .linking import CollRecords, comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
+from .structs import Args
 
 _DROP_CATS = {"Trace", "python_function"}
 _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
@@ -31,6 +32,7 @@ _EXACT_LIMIT = 2**53 / 1000.0
 # the columns built piece by piece, appended in place (see _Column); the memory ones are sparse (see _SparseParts)
 _PARTS = {"ts": np.int64, "dur": np.int64, "pid": np.int64, "tid": np.int64, "correlation": np.int64,
           "external": np.int64, "dev_arg": np.int64, "has_coll": np.bool_, "name": np.int32, "cat": np.int32}
+_NO_ARGS = Args()  # an event without args: every field its default (never changed)
 _SPARSE_PARTS = ("mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
 
 
@@ -163,15 +165,16 @@ class TableBuilder:
         p, n = self.parts, len(kept)
         p["ts"].append(ts_ns)
         p["dur"].append(dur_ns)
-        p["name"].append(_recode(self.names, *_factorize([e.name for e in kept])))
+        names = self.names  # code of each name in first-appearance order: one dict pass, no factorize and remap
+        p["name"].append(np.array([names.setdefault(e.name, len(names)) for e in kept], np.int32))
         p["cat"].append(_recode(self.cats, cat_codes, cats))
         p["pid"].append(_ints([e.pid for e in kept]))
         p["tid"].append(thread_ids([e.tid for e in kept]))  # "stream 7" (PyTorch 1.8) is stream 7
-        args = [e.args for e in kept]
-        p["correlation"].append(_ints([a.correlation if a is not None else -1 for a in args]))
-        p["external"].append(_ints([a.external_id if a is not None else -1 for a in args]))
-        p["dev_arg"].append(_ints([a.device if a is not None else -1 for a in args]))
-        coll = [i for i, a in enumerate(args) if a is not None and (
+        args = [e.args or _NO_ARGS for e in kept]  # absent args read as Args' defaults, as they did
+        p["correlation"].append(_ints([a.correlation for a in args]))
+        p["external"].append(_ints([a.external_id for a in args]))
+        p["dev_arg"].append(_ints([a.device for a in args]))
+        coll = [i for i, a in enumerate(args) if (
             a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
             or (a.input_dims is not None and self._issues_collective(kept[i].name)))]
         has_coll = np.zeros(n, dtype=bool)
@@ -183,13 +186,11 @@ class TableBuilder:
         both = np.union1d(mem, cp)  # a row is either a [memory] event or a copy (their categories differ)
         mem_l, cp_l = mem.tolist(), cp.tolist()
         mem_bytes = np.full(len(both), ABSENT, np.int64)
-        mem_bytes[np.searchsorted(both, mem)] = _ints([args[i].mem_bytes if args[i] is not None else None
-                                                       for i in mem_l])
-        mem_bytes[np.searchsorted(both, cp)] = _ints([args[i].copy_bytes if args[i] is not None else None
-                                                      for i in cp_l])
+        mem_bytes[np.searchsorted(both, mem)] = _ints([args[i].mem_bytes for i in mem_l])
+        mem_bytes[np.searchsorted(both, cp)] = _ints([args[i].copy_bytes for i in cp_l])
         sp, at = self.sparse, self.rows
         sp["mem_bytes"].add(both, mem_bytes, at)
-        sp["mem_total"].add(mem, _ints([args[i].mem_total if args[i] is not None else None for i in mem_l]), at)
+        sp["mem_total"].add(mem, _ints([args[i].mem_total for i in mem_l]), at)
         for key, col in memory_columns(len(mem), list(range(len(mem))), [args[i] for i in mem_l]).items():
             sp[key].add(mem, col, at)
         self.rows += n
