@@ -195,8 +195,9 @@ def _exit(code: int | str | None) -> None:
     0.13-0.2 s after a 300 MB analyze, a tenth of the command. Every output is closed by then (each is written in a
     with-block: ``formats.outputs``) and the standard streams are flushed here; the atexit handlers still run.
     A process that imported torch (``run``, ``demo``, a user's collector) ends the normal way: its teardown is
-    torch's to do."""
-    if "torch" in sys.modules:
+    torch's to do; so does one under a profiler or a tracer (``python -m cProfile -o``, a debugger), which writes
+    its results after the command returns."""
+    if "torch" in sys.modules or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     if code is None:
         status = 0

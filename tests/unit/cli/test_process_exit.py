@@ -41,3 +41,13 @@ def test_atexit_handlers_still_run(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "Usage" in res.stdout
     assert flag.read_text() == "yes"
+
+
+def test_a_profiled_command_ends_the_normal_way_and_its_profile_is_written(tmp_path):
+    """``python -m cProfile -o FILE -m tracekit ...`` writes FILE after the command returns: no fast exit there."""
+    prof = tmp_path / "run.prof"
+    res = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "tracekit", "analyze", TRACE,
+                          "--format", "json", "--no-cache", "--out", str(tmp_path / "s.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert prof.stat().st_size > 0
