@@ -123,10 +123,9 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
                     except OSError as exc:  # removed under us (a /dev/shm cleaner): the serial load instead
                         raise NotStreamable(f"a piece's columns could not be read back ({exc})") from None
                     shared += 1
-                first = not builder.rows
-                builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once
-                if first and piece.rows:  # the pieces are about the same size: room for all, copied once
+                if not builder.rows and piece.rows:  # the pieces are about the same size: room for all, each copied once
                     builder.reserve(int(piece.rows * (size - body_at) / (spans[0][1] - spans[0][0]) * 1.1) + 1024)
+                builder.absorb(piece)  # into the builder's columns in place; the piece is let go at once
                 del piece
                 absorb_s += time.perf_counter() - a
                 cpu.append(piece_cpu)
