@@ -85,6 +85,9 @@ class TableBuilder:
             arrays[f"r.{k}"], arrays[f"v.{k}"] = sp.joined()
         arrays.update((f"c.{k}", v) for k, v in self.coll.arrays().items())
         self.parts, self.sparse = {}, {}
+        # the records' texts stay (they go back with the builder); their arrays travel with the columns only
+        self.coll.set_arrays({"rows": np.empty(0, np.int64), "codes": np.empty(0, np.int32),
+                              "ints": np.empty(0, np.int64)})
         return arrays
 
     def give_arrays(self, arrays: dict[str, np.ndarray]) -> None:
