@@ -20,7 +20,7 @@ from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
-from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, thread_ids
+from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
 from .linking import CollRecords, comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 from .structs import Args
@@ -478,15 +478,7 @@ def _ints(values: list) -> np.ndarray:
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        return np.array([_int_or_absent(v) for v in values], dtype=np.int64)
-
-
-def _int_or_absent(v) -> int:
-    if type(v) is int:
-        return v if -2**62 < v < 2**62 else ABSENT
-    if type(v) is float and v == v and abs(v) < 2**62:
-        return int(v)
-    return ABSENT
+        return np.array([int_or_absent(v) for v in values], dtype=np.int64)
 
 
 def _to_ns(ts_us: np.ndarray) -> np.ndarray:

@@ -104,12 +104,17 @@ def thread_ids(tids: Sequence) -> np.ndarray:
 
 
 def _thread_id(t) -> int:
-    if type(t) is int:
-        return t if -2**62 < t < 2**62 else ABSENT
-    if type(t) is float and t == t and abs(t) < 2**62:
-        return int(t)
     if isinstance(t, str) and (m := _THREAD_RE.match(t.strip())):
         return int(m.group(1))
+    return int_or_absent(t)
+
+
+def int_or_absent(v) -> int:
+    """An int64 cell: an int or a finite float within ±2**62, else absent (-1): None, strings, bools, huge values."""
+    if type(v) is int:
+        return v if -2**62 < v < 2**62 else ABSENT
+    if type(v) is float and v == v and abs(v) < 2**62:
+        return int(v)
     return ABSENT
 
 
