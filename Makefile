@@ -50,7 +50,7 @@ gate: venv
 	$(VENV)/bin/tracekit check out/ci/tp-sp $(GATE_CHECK) --junit out/ci/gate.xml --markdown out/ci/gate.md
 
 bench: venv
-	$(PY) benchmarks/run.py $(BENCH_ARGS)  # BENCH_ARGS=--full: the full sizes (tens of minutes)
+	$(PY) benchmarks/side_by_side.py $(BENCH_ARGS)  # BENCH_ARGS=--full: the full sizes (tens of minutes)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

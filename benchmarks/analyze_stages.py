@@ -37,7 +37,7 @@ t, c = W(), C()
 import tracekit.cli.analyze, tracekit.cli.output  # what `tracekit analyze` imports
 from tracekit.analyzers import analyze
 from tracekit.cli.output import text
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 stage("imports", t, c)
 t, c = W(), C()
 ts = load([sys.argv[1]], options=LoadOptions(cache_dir=sys.argv[2]))

@@ -19,11 +19,11 @@ from critical_path_scale import generated
 
 from tests.helpers import critical_path_oracle as old_cp
 from tests.helpers import whatif_oracle as old_whatif
-from tracekit.analyzers import whatif as new_whatif
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.whatif import Spec, scaled_durations
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.graph import whatif as new_whatif
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import Spec, scaled_durations
+from tracekit.loader.loading import LoadOptions, load
 
 
 def _plain(paths) -> list:

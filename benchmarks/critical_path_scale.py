@@ -30,11 +30,11 @@ import warnings
 import numpy as np
 
 import tracekit
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.run import CommAnalyzer
-from tracekit.analyzers.whatif import whatif
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.comm.communication import CommAnalyzer
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import whatif
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.events import EventTable
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 

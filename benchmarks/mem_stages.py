@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import tree_rss
+from side_by_side import tree_rss
 
 
 class Sampler:
@@ -65,7 +65,7 @@ def main() -> None:
     s = Sampler()
     s.enter("imports")
     from tracekit.analyzers import analyze
-    from tracekit.loader.io import LoadOptions, load
+    from tracekit.loader.loading import LoadOptions, load
 
     try:  # what the CLI does before loading (absent in checkouts before it)
         from tracekit.cli._analysis import compact_arrow_pool

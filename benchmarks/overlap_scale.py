@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tracekit  # noqa: E402
-from tracekit.loader.io import LoadOptions, load  # noqa: E402
+from tracekit.loader.loading import LoadOptions, load  # noqa: E402
 from tracekit.model.events import EventTable  # noqa: E402
 from tracekit.model.traceset import TraceSet  # noqa: E402
 

@@ -26,7 +26,7 @@ SIZES_KIB = (4096, 1024, 768, 512, 384, 256)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace", help="a big plain-JSON trace (benchmarks/run.py makes them under /tmp/tracekit-bench)")
+    ap.add_argument("trace", help="a big plain-JSON trace (benchmarks/side_by_side.py makes them under /tmp/tracekit-bench)")
     ap.add_argument("--repeat", type=int, default=4)
     ap.add_argument("--out", help="also write the results here as JSON")
     args = ap.parse_args()

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import COMPUTE, GLOO_WAIT, HOST, HOST_CHAIN, ISSUE, KINDS, TRANSFER, WORKER_CHAIN, build_graph
-from tracekit.analyzers.run import CommAnalyzer
-from tracekit.analyzers.whatif import Spec, scaled_durations, whatif
+from tracekit.analyzers.comm.communication import CommAnalyzer
+from tracekit.analyzers.graph.build import COMPUTE, GLOO_WAIT, HOST, HOST_CHAIN, ISSUE, KINDS, TRANSFER, WORKER_CHAIN, build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import Spec, scaled_durations, whatif
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
-from tracekit.loader.io import load
+from tracekit.loader.loading import load
 
 SPEC = "annotation:tracekit:delay=0"
 PARTS = ("compute", "host", "issue_call", "transfer", "issue_lag", "wait_return")

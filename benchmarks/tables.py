@@ -1,4 +1,4 @@
-"""Markdown tables (as in docs/performance.md) from a results JSON of ``benchmarks/run.py``.
+"""Markdown tables (as in docs/performance.md) from a results JSON of ``benchmarks/side_by_side.py``.
 
     python benchmarks/tables.py benchmarks/results-2026-12-01-full.json
 """

@@ -16,7 +16,7 @@ from .errors import ConfigError, EmptyWindowError, MissingRankError, TraceFormat
 
 if TYPE_CHECKING:
     from .analyzers import Analysis, analyze
-    from .analyzers.memory_model import MemoryConfig, activation_model
+    from .analyzers.memory.activation_model import MemoryConfig, activation_model
     from .collectors.profile import profile
     from .loader import LoadOptions, load
     from .model import CpKind, Dimension, EventKind, EventTable, ParallelLayout, ProcessGroup, RankInfo, RunMetadata, TraceSet
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # public name -> the module that defines it
 _LAZY = {
     "Analysis": "tracekit.analyzers", "analyze": "tracekit.analyzers",
-    "MemoryConfig": "tracekit.analyzers.memory_model", "activation_model": "tracekit.analyzers.memory_model",
+    **{n: "tracekit.analyzers.memory.activation_model" for n in ("MemoryConfig", "activation_model")},
     "LoadOptions": "tracekit.loader", "load": "tracekit.loader",
     **{n: "tracekit.model" for n in ("CpKind", "Dimension", "EventKind", "EventTable", "ParallelLayout", "ProcessGroup",
                                      "RankInfo", "RunMetadata", "TraceSet")},

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 
@@ -74,7 +74,7 @@ def test_built_in_layer_measures_the_model_exactly(measured, shape, workload, tp
 @pytest.mark.slow
 def test_run_json_configures_the_same_model(measured):
     """What analyze compares with comes from run.json: it must be the model the test computed itself."""
-    from tracekit.analyzers.memory_run import activation_from_dir
+    from tracekit.analyzers.memory.activation_run import activation_from_dir
     for (shape, workload, tp), (per_rank, out_dir) in measured.items():
         comparison, warnings = activation_from_dir(out_dir)
         assert not warnings

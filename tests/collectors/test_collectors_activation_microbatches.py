@@ -17,7 +17,7 @@ import logging
 import pytest
 import torch
 
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.collectors.activation import activation_memory
 from tracekit.collectors.saved_bytes import StorageUnion, storage_ref
 from tracekit.collectors.workloads.layer import Layer, Parallel, full_weights
@@ -145,7 +145,7 @@ def test_pp_per_layer_table_sums_the_microbatches(tmp_path):
     """`tracekit run --workload pp --pp 2 --microbatches 4 --activation-memory` at tiny shapes: every rank's layers
     equal the model at the rank's whole batch (4 microbatches of 2), and a stage's layers plus what it saved
     outside them (the loss) equal the sum of the pipeline's own per-microbatch counts."""
-    from tracekit.analyzers.memory_run import activation_from_dir
+    from tracekit.analyzers.memory.activation_run import activation_from_dir
     from tracekit.cli.run import digest
     from tracekit.collectors.workloads.config import WorkloadConfig
     from tracekit.collectors.workloads.runner import run_batch

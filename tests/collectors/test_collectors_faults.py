@@ -19,7 +19,7 @@ from tests.helpers import fault_ranks
 from tests.helpers.net import free_port
 from tracekit.collectors.workloads.runner import spawn_ranks
 from tracekit.errors import TracekitError
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 
 
 def _train(p, steps=4):

@@ -7,7 +7,7 @@ Real processes, real gloo, in subprocesses so an abort cannot take pytest down."
 from __future__ import annotations
 
 from tests.collectors.inflight_gloo import STEPS, one_try
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 
 
 def test_inflight_allgather_across_step_with_handles_released(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tests.helpers.tracefile import comm_by_step, gloo_spans, read
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.cli.run import digest
 from tracekit.collectors.manifest import read as read_manifest
 from tracekit.collectors.workloads.bubble import analytical_bubble, stage_bubbles

@@ -14,7 +14,7 @@ import pytest
 import tracekit
 from tests.collectors.test_collectors_equivalence import SHAPE, _check
 from tests.helpers.tracefile import read
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 from tracekit.errors import ConfigError

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.device_scope import Scope, launch_rows, percentile
-from tracekit.analyzers.kernel_classes import ClassRuleSet
-from tracekit.analyzers.kernels import KernelStats, busy_partition
+from tracekit.analyzers.breakdowns.device_scope import Scope, launch_rows, percentile
+from tracekit.analyzers.breakdowns.kernel_classes import ClassRuleSet
+from tracekit.analyzers.breakdowns.kernels import KernelStats, busy_partition
 from tracekit.analyzers.names import short_name
 from tracekit.model.events import EventKind, EventTable
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from tests.helpers.sweep import split_replicated
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 

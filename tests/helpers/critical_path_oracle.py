@@ -1,4 +1,4 @@
-"""The oracle for tracekit.analyzers.critical_path: a verbatim copy of its previous implementation (a Python walk
+"""The oracle for tracekit.analyzers.graph.critical_path: a verbatim copy of its previous implementation (a Python walk
 node by node, a Python merge of segments), kept so that tests/unit/analyzers/test_critical_path_fast.py can check
 the vectorised walk against it on every trace in tests/data. Do not optimise this file: its slowness is the point.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tests.helpers.whatif_oracle import replay_window
-from tracekit.analyzers.graph import (
+from tracekit.analyzers.graph.build import (
     ARRIVE,
     BARRIER_CHAIN,
     CHAIN_GAP_KIND,
@@ -27,7 +27,7 @@ from tracekit.analyzers.graph import (
     Graph,
     build_graph,
 )
-from tracekit.analyzers.whatif import Spec, scaled_durations
+from tracekit.analyzers.graph.whatif import Spec, scaled_durations
 from tracekit.model.traceset import TraceSet
 
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}

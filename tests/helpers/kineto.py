@@ -4,7 +4,7 @@ and loaded without the cache."""
 import gzip
 import json
 
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 
 
 def write(tmp_path, doc, name="t.json", gz=False):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from tests.helpers.ref_layer import RefLayer, layer_input
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
 from tracekit.collectors.activation import activation_memory
 
 

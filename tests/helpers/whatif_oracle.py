@@ -1,4 +1,4 @@
-"""The oracle for tracekit.analyzers.whatif's windowed replay: a verbatim copy of its previous implementation, which
+"""The oracle for tracekit.analyzers.graph.whatif's windowed replay: a verbatim copy of its previous implementation, which
 allocated and scanned arrays of the whole graph's size for every step (quadratic in a long trace's events, but
 simple). tests/integration/test_critical_path_fast.py checks the indexed replay against it on every trace in
 tests/data. Do not optimise this file.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.analyzers.graph import NEG, Graph
+from tracekit.analyzers.graph.build import NEG, Graph
 
 MAX_ROUNDS = 100_000
 

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers.hostile import assert_ok, commands, figures, intact_doc, run_inproc, write
-from tracekit.loader import io
+from tracekit.loader import loading as io
 from tracekit.loader.cache import cache_path
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 
 
 def _entry(path, opts):

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.hostile import intact_doc, write
 from tracekit.errors import InputLimitError
 from tracekit.loader.files import RunGuard
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.loader.stream import EventStream
 
 BLOCK = 4096

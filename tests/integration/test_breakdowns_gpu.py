@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyzers.breakdowns import breakdowns
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.breakdowns.rank_breakdowns import breakdowns
+from tracekit.loader.loading import LoadOptions, load
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
 TRACES = ["allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0",
@@ -186,7 +186,7 @@ def test_class_totals_by_category(case):
     ("Memcpy DtoD", "memcpy"), ("Memset (Device)", "memset"), ("splitKreduce_kernel", "gemm"),
 ])
 def test_real_kernels_get_their_class(needle, expected):
-    from tracekit.analyzers.kernel_classes import ClassRuleSet
+    from tracekit.analyzers.breakdowns.kernel_classes import ClassRuleSet
     from tracekit.model.events import EventKind
 
     names = sorted({d["name"] for t in TRACES for d in read_raw_cached(t)["device"] if needle in d["name"]})
@@ -207,7 +207,7 @@ def read_raw_cached(name: str) -> dict:
 
 
 def test_idle_is_the_overlap_totals_idle(case):
-    from tracekit.analyzers.overlap import rank_overlap
+    from tracekit.analyzers.comm.overlap import rank_overlap
 
     name, _, b = case
     traces = load([str(DATA / f"{name}.json.gz")], options=LoadOptions(cache=False), executor="serial")
@@ -218,7 +218,7 @@ def test_idle_is_the_overlap_totals_idle(case):
 
 
 def test_breakdowns_is_an_analyzer():
-    from tracekit.analyzers.base import Analyzer
-    from tracekit.analyzers.breakdowns import BreakdownAnalyzer, BreakdownOptions
+    from tracekit.analyzers.breakdowns.rank_breakdowns import BreakdownAnalyzer, BreakdownOptions
+    from tracekit.analyzers.registry import Analyzer
 
     assert isinstance(BreakdownAnalyzer(), Analyzer) and BreakdownAnalyzer.Options is BreakdownOptions

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.analyzers.breakdowns import BreakdownOptions, breakdowns
-from tracekit.analyzers.device_scope import step_windows
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.breakdowns.device_scope import step_windows
+from tracekit.analyzers.breakdowns.rank_breakdowns import BreakdownOptions, breakdowns
+from tracekit.loader.loading import LoadOptions, load
 
 pytestmark = pytest.mark.filterwarnings("ignore:::hta")  # HTA's pandas-4 deprecations, not ours
 

@@ -37,12 +37,12 @@ def _have_pipeline() -> bool:
     import tracekit
 
     return (importlib.util.find_spec("tracekit.collectors") is not None
-            and importlib.util.find_spec("tracekit.loader.io") is not None and hasattr(tracekit, "analyze"))
+            and importlib.util.find_spec("tracekit.loader.loading") is not None and hasattr(tracekit, "analyze"))
 
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _have_pipeline(), reason="needs tracekit.collectors, tracekit.loader.io, tracekit.analyze"),
+    pytest.mark.skipif(not _have_pipeline(), reason="needs tracekit.collectors, tracekit.loader.loading, tracekit.analyze"),
     pytest.mark.skipif(not BASELINE.exists(), reason=f"no committed baseline {BASELINE.name}; see module docstring"),
 ]
 

@@ -16,12 +16,12 @@ import pytest
 
 from tests.helpers import critical_path_oracle as old
 from tests.helpers import whatif_oracle as old_whatif
-from tracekit.analyzers import critical_path as cp_module
-from tracekit.analyzers import whatif as whatif_module
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.whatif import Spec, scaled_durations
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.graph import critical_path as cp_module
+from tracekit.analyzers.graph import whatif as whatif_module
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import Spec, scaled_durations
+from tracekit.loader.loading import LoadOptions, load
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 TRACES = sorted(glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")))

@@ -12,11 +12,11 @@ import pytest
 
 from tests.helpers.gloo import busy
 from tests.helpers.net import free_port
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.run import CommAnalyzer, CommOptions
-from tracekit.analyzers.whatif import replay, whatif
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.comm.communication import CommAnalyzer, CommOptions
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import replay, whatif
+from tracekit.loader.loading import LoadOptions, load
 
 DELAY_S = 0.04
 LATE_STEP = 2

@@ -12,10 +12,10 @@ import warnings
 
 import pytest
 
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import STREAM_WAIT, SYNC, build_graph
-from tracekit.analyzers.whatif import replay, whatif
-from tracekit.loader.io import LoadOptions, load
+from tracekit.analyzers.graph.build import STREAM_WAIT, SYNC, build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import replay, whatif
+from tracekit.loader.loading import LoadOptions, load
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 MORE = os.path.join(DATA, "kineto-gpu-more")

@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.gloo import busy
 from tests.helpers.net import free_port
 from tracekit.analyzers import analyze
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 
 DELAY_S = 0.05
 LATE_STEP = 2
@@ -52,7 +52,7 @@ def _worker(rank: int, port: int, out: str) -> None:
             with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=step, is_wait=True).format()):
                 work.wait()
             # clock probes: small all-reduces where each rank in turn arrives last, so that the causality
-            # bounds on the clock offset close in from both sides (tracekit.analyzers.clocks)
+            # bounds on the clock offset close in from both sides (tracekit.analyzers.comm.clocks)
             for k in range(PROBES):
                 if rank == k % 2:
                     time.sleep(0.001)

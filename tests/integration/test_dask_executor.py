@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.data import gpu_trace
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.events import COLUMNS
 
 distributed = pytest.importorskip("distributed")

@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from tests.helpers.net import free_port
 from tracekit.formats.comm_annotation import CommAnnotation
-from tracekit.loader.io import load
+from tracekit.loader.loading import load
 from tracekit.model.events import EventKind as K
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.analyzers import analyze
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
 WITH_COMM = ["allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0",
@@ -109,7 +109,7 @@ def tracekit_kernel_types(trace: Path, whole_us: bool = False) -> dict[str, floa
     import numpy as np
 
     from tracekit.analyzers import intervals as iv
-    from tracekit.loader.io import load_file
+    from tracekit.loader.loading import load_file
     from tracekit.model.events import EventKind as K
 
     t, _ = load_file(str(trace), LoadOptions(cache=False))

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from tests.helpers.data import real_trace
 from tracekit.cli import cli
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.reports import perfetto_merge
 from tracekit.reports.perfetto_merge import MERGED_MEMBER
 

@@ -15,7 +15,7 @@ import torch
 import tracekit
 from tests.helpers.data import GPU, gpu_trace
 from tests.helpers.report_page import ARTIFACTS, check_numbers, open_report, summary_value
-from tracekit.analyzers.breakdowns import CPU_ONLY
+from tracekit.analyzers.breakdowns.rank_breakdowns import CPU_ONLY
 from tracekit.reports import get_reporter
 from tracekit.reports.html_breakdowns import TOP_KERNELS, kernels_by_short_name
 

@@ -16,10 +16,10 @@ import tracekit
 from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
-from tracekit.analyzers.inventory import Inventory
-from tracekit.analyzers.memory import ModelEstimate, estimate_memory
-from tracekit.analyzers.memory_model import MemoryConfig
-from tracekit.analyzers.timeline_record import median_step
+from tracekit.analyzers.comm.inventory import Inventory
+from tracekit.analyzers.comm.timeline_record import median_step
+from tracekit.analyzers.memory.activation_compare import ModelEstimate, estimate_memory
+from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
 from tracekit.formats.contract import SUMMARY_SCHEMA, exposed_comm_share
 from tracekit.gate import DiffResult, GateReport, RunMetrics, diff, parse_budget, run_gate

@@ -1,5 +1,5 @@
 """The pytest plugin: marker parsing and budget failures now; the real profile -> load -> analyse path once the
-loader (tracekit.loader.io) and the analyzer (tracekit.analyze) are in the tree."""
+loader (tracekit.loader.loading) and the analyzer (tracekit.analyze) are in the tree."""
 
 import importlib.metadata
 import importlib.util
@@ -25,7 +25,7 @@ def _mark(*args, **kwargs):  # what budgets_from_marker reads of a pytest Mark
     return SimpleNamespace(args=args, kwargs=kwargs)
 
 
-HAVE_ANALYSIS = importlib.util.find_spec("tracekit.loader.io") is not None and hasattr(
+HAVE_ANALYSIS = importlib.util.find_spec("tracekit.loader.loading") is not None and hasattr(
     __import__("tracekit"), "analyze")
 
 
@@ -63,7 +63,7 @@ def test_plugin_registers_the_marker_and_reports_a_bad_budget(pytester):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_ANALYSIS, reason="needs tracekit.loader.io.load and tracekit.analyze (not yet in tree)")
+@pytest.mark.skipif(not HAVE_ANALYSIS, reason="needs tracekit.loader.loading.load and tracekit.analyze (not yet in tree)")
 def test_profiles_a_real_gloo_body_in_both_directions(pytester):
     """Rank 0 is the test process, rank 1 a subprocess; the body runs blocking all_reduces then a matmul, so
     the communication is exposed: a 0 share budget must fail, a loose one must pass."""

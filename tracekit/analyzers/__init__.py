@@ -1,4 +1,13 @@
-"""Analyzers: TraceSet in, frozen results out. ``analyze()`` runs each analyzer of ANALYZERS, in order.
+"""Analyzers: TraceSet in, frozen results out. ``analyze()`` (registry.py) runs each analyzer of ANALYZERS, in order,
+and returns the ``Analysis`` facade (analysis.py). One sub-package per sub-pipeline:
+
+- ``comm/``: steps, overlap per rank, collective instances, cross-rank matching, clock offsets, dimensions;
+- ``breakdowns/``: single-rank kernels, kernel classes, the busy partition, idle causes, launch statistics;
+- ``graph/``: the dependency graph over all ranks, its critical path and what-if replay;
+- ``memory/``: activation memory against the analytical model, and the memory timeline.
+
+At the root: the interval maths (intervals.py) and array helpers (arrays.py) every sub-pipeline shares, short
+kernel names (names.py), the summary dict (summary_schema.py) and the DataFrame accessors (frames.py).
 
 Names are imported on first use (PEP 562): a reporter that needs one helper (``names.short_name``) does not
 import every analyzer, and pandas with them."""
@@ -11,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from .base import Analyzer
-    from .memory_run import ActivationMemoryAnalyzer
-    from .registry import ANALYZERS, analyze
-    from .run import Analysis, CommAnalyzer, CommResult
+    from .analysis import Analysis
+    from .comm.communication import CommAnalyzer, CommResult
+    from .memory.activation_run import ActivationMemoryAnalyzer
+    from .registry import ANALYZERS, Analyzer, analyze
 
-_LAZY = {"Analyzer": ".base", "ActivationMemoryAnalyzer": ".memory_run", "ANALYZERS": ".registry",
-         "analyze": ".registry", "Analysis": ".run", "CommAnalyzer": ".run", "CommResult": ".run"}
+_LAZY = {"Analyzer": ".registry", "ActivationMemoryAnalyzer": ".memory.activation_run", "ANALYZERS": ".registry",
+         "analyze": ".registry", "Analysis": ".analysis", "CommAnalyzer": ".comm.communication",
+         "CommResult": ".comm.communication"}
 
 
 _lazy = lazy_getattr(__name__, _LAZY, globals())

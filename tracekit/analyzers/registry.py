@@ -1,18 +1,31 @@
-"""The explicit list of analyzers and ``analyze()``, which runs each of them in order."""
+"""The Analyzer protocol, the explicit list of analyzers and ``analyze()``, which runs each of them in order."""
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..loader.decode import release_free_memory
 from ..model.traceset import TraceSet
-from .base import Analyzer
-from .breakdowns import BreakdownAnalyzer
-from .memory_run import ActivationMemoryAnalyzer
-from .memory_timeline import MemoryTimelineAnalyzer
-from .overlap import restep
-from .run import Analysis, CommAnalyzer
+from .analysis import Analysis
+from .breakdowns.rank_breakdowns import BreakdownAnalyzer
+from .comm.communication import CommAnalyzer
+from .comm.overlap import restep
+from .memory.activation_run import ActivationMemoryAnalyzer
+from .memory.timeline import MemoryTimelineAnalyzer
+
+
+@runtime_checkable
+class Analyzer(Protocol):
+    """What every analyzer is: a name, an Options dataclass, and run(traces, options) -> a frozen result."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type]
+
+    def run(self, traces: TraceSet, options: Any) -> Any:
+        """Analyse ``traces`` and return a frozen result with ``to_dict()``."""
+        ...
+
 
 # In order: the communication analyzer resolves the steps; the analyzers after it see the tables with the steps it
 # resolved (duplicates, nesting, --window).
@@ -24,8 +37,8 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
     """Analyse a TraceSet: ``tracekit.analyze(load(paths), dim_map=("mesh_fsdp*=dp",))``. Runs every analyzer of
     ``tracekit.analyzers.ANALYZERS``, each with the keyword options its ``Options`` dataclass declares. Activation
     memory is compared with the model when the run directory holds ``activation_r{rank}.json`` and ``run.json``
-    gives the model's dimensions (tracekit.analyzers.memory_run). ``critical_path=True`` adds the critical path
-    of each step over all ranks (tracekit.analyzers.critical_path; docs/whatif.md) as the summary's
+    gives the model's dimensions (tracekit.analyzers.memory.activation_run). ``critical_path=True`` adds the critical path
+    of each step over all ranks (tracekit.analyzers.graph.critical_path; docs/whatif.md) as the summary's
     ``critical_path`` section."""
     unknown = set(options) - {f.name for a in ANALYZERS for f in fields(a.Options)}
     if unknown:
@@ -46,9 +59,9 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
     paths = None
     if critical_path:  # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
-        from .critical_path import critical_paths
-        from .graph import build_graph
-        from .whatif_table import CriticalSection, obvious_questions
+        from .graph.build import build_graph
+        from .graph.critical_path import critical_paths
+        from .graph.whatif_table import CriticalSection, obvious_questions
 
         graph = build_graph(analysed, options.get("window"), results["comm"])  # once, for the path and the what-ifs
         paths = CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))

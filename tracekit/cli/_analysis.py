@@ -34,10 +34,10 @@ def window_option(f):
 
 def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None,
                          window: str | None = None, critical_path: bool = False, memory_points: int = 1000, **load_kw):
-    """``tracekit.loader.io.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
+    """``tracekit.loader.loading.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
-    from ..loader.io import load
+    from ..loader.loading import load
 
     compact_arrow_pool()
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from ..loader.io import LoadOptions
+    from ..loader.loading import LoadOptions
 
 
 def load_options(f):
@@ -34,7 +34,7 @@ def load_options(f):
 def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None,
                        max_string_bytes=None, **_ignored) -> LoadOptions:
     from ..loader.classify import RuleSet, load_rules_toml
-    from ..loader.io import LoadOptions
+    from ..loader.loading import LoadOptions
 
     rules = load_rules_toml(comm_rules) if comm_rules else RuleSet()
     rules = rules.with_patterns(comm_pattern) if comm_pattern else rules

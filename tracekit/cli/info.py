@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..analyzers.inventory import describe
-from ..loader.io import load
+from ..analyzers.comm.inventory import describe
+from ..loader.loading import load
 from ._analysis import window_option
 from .common import build_load_options, load_options
 from .output import emit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..analyzers.memory import estimate_memory
-from ..analyzers.memory_model import ATTENTION, CP_KINDS, DTYPE_BYTES, RECOMPUTE, MemoryConfig
+from ..analyzers.memory.activation_compare import estimate_memory
+from ..analyzers.memory.activation_model import ATTENTION, CP_KINDS, DTYPE_BYTES, RECOMPUTE, MemoryConfig
 from .output import emit
 
 
@@ -51,7 +51,7 @@ def model(seq, batch, hidden, heads, tp, cp, cp_kind, sp, recompute, attention, 
 def timeline(path, points, fmt) -> None:
     """Read torch.profiler's raw memory timeline (export_memory_timeline("x.raw.json.gz")): its peak and the
     bytes of each category (parameter, activation, gradient, ...) at the peak."""
-    from ..analyzers.memory_export import read_export_timeline
+    from ..analyzers.memory.timeline_export import read_export_timeline
     from ..formats import core, units
 
     tl = read_export_timeline(path, points)

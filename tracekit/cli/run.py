@@ -115,7 +115,7 @@ def _wait_for_traces(out_dir: Path, world: int, timeout_s: float = 300.0) -> lis
 def digest(result):
     """What `tracekit run` shows about the run just recorded: the runner's result, the activation memory
     against the model (when recorded) and the analysis of the traces."""
-    from ..analyzers.memory_run import activation_from_dir
+    from ..analyzers.memory.activation_run import activation_from_dir
     from ..collectors.workloads.bubble import stage_bubbles
     from ..reports.workload import WorkloadDigest
     from ._analysis import analysis_from_traces

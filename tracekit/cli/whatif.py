@@ -23,12 +23,12 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critica
     with no --set, the replay of the unchanged graph (its error says how complete the graph is). --window: the
     instances of an annotation are the steps, as on `tracekit analyze`."""
     del critical_path  # whatif always finds the critical path; the flag is shared with analyze
-    from ..analyzers.critical_path import critical_paths
-    from ..analyzers.graph import build_graph
-    from ..analyzers.run import CommAnalyzer, CommOptions
-    from ..analyzers.whatif import Spec
-    from ..analyzers.whatif import whatif as run_whatif
-    from ..loader.io import load
+    from ..analyzers.comm.communication import CommAnalyzer, CommOptions
+    from ..analyzers.graph.build import build_graph
+    from ..analyzers.graph.critical_path import critical_paths
+    from ..analyzers.graph.whatif import Spec
+    from ..analyzers.graph.whatif import whatif as run_whatif
+    from ..loader.loading import load
 
     parsed = [Spec.parse(s) for s in specs]  # a bad spec is a usage error before any trace is read
     ts = load([str(p) for p in path], options=build_load_options(**load_kw), executor=executor)

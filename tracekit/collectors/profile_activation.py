@@ -4,7 +4,7 @@ An :class:`~.activation.ActivationMemoryRecorder` runs for every step ``profile`
 of both). Peaks: on CUDA the recorder's own ``max_memory_allocated`` per step; on CPU the profiler's
 ``[memory]`` events (``profile_memory`` is switched on) of each recorded ``ProfilerStep#N``, so only steps
 the profiler recorded carry a peak. The result goes to ``activation_r{rank}.json`` beside the traces, where
-``tracekit analyze`` finds it (:mod:`tracekit.analyzers.memory_run`).
+``tracekit analyze`` finds it (:mod:`tracekit.analyzers.memory.activation_run`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def summary_from_traces(path: Path, window: str | None = None, options: Any = No
     without complete steps still gives a summary (its steps marked incomplete): the gate fails it. ``options``:
     the loader's LoadOptions (limits, rules, cache), as the analysing commands take them."""
     from ..analyzers import analyze
-    from ..loader.io import load
+    from ..loader.loading import load
 
     return analyze(load(str(path), options=options, executor=executor), window=window, allow_empty=True).to_dict()
 

@@ -13,11 +13,11 @@ from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .classify import RuleSet, load_rules_toml
-    from .io import LoadOptions, load, load_file
+    from .loading import LoadOptions, load, load_file
     from .paths import find_traces
 
 _LAZY = {"RuleSet": ".classify", "load_rules_toml": ".classify",
-         **{n: ".io" for n in ("LoadOptions", "load", "load_file")}, "find_traces": ".paths"}
+         **{n: ".loading" for n in ("LoadOptions", "load", "load_file")}, "find_traces": ".paths"}
 
 __all__ = ["LoadOptions", "RuleSet", "find_traces", "load", "load_file", "load_rules_toml"]
 

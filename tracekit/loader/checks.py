@@ -1,6 +1,6 @@
 """Checks on a loaded rank that turn bad input into a one-line error or warning naming the file.
 
-Run by ``tracekit.loader.io.load_file`` on the decoded trace (``check_header``) and on the built table
+Run by ``tracekit.loader.loading.load_file`` on the decoded trace (``check_header``) and on the built table
 (``check_table``); cheap next to decoding: numpy passes over the columns and a loop over the unique strings.
 """
 

@@ -31,8 +31,8 @@ REPORTERS: tuple[Reporter, ...] = (
     HtmlReporter(),       # tracekit.summary/1 dict  -> html     `report -o FILE.html`
     JsonReporter(),       # anything with to_dict()  -> json     every --format json, summary/baseline/verdict files
     SummaryTable(),       # tracekit.summary/1 dict  -> table    `analyze`, `demo`
-    InventoryTable(),     # analyzers.inventory.Inventory -> table  `info`
-    MemoryTable(),        # analyzers.memory.ModelEstimate -> table  `memory model`
+    InventoryTable(),     # analyzers.comm.inventory.Inventory -> table  `info`
+    MemoryTable(),        # analyzers.memory.activation_compare.ModelEstimate -> table  `memory model`
     CheckText(),          # gate.GateReport          -> text     `check`
     JUnitReporter(),      # gate.GateReport          -> junit    `check --junit FILE`
     MarkdownReporter(),   # gate.GateReport          -> markdown `check --markdown FILE`

@@ -1,6 +1,6 @@
 """The HTML report's critical-path parts, from the summary's ``critical_path`` section (``report --critical-path``):
 the path of the timeline's step as a highlighted lane on the timeline (drawn by critical.js), the run's verdict and
-each step's, and the what-if table (analyzers.whatif_table: each dimension's comm free and at 2x bandwidth, the
+each step's, and the what-if table (analyzers.graph.whatif_table: each dimension's comm free and at 2x bandwidth, the
 slowest rank's extra host time gone) with the identity replay's error. Nothing is computed here: every number is
 the section's, shown with its ``data-key`` so a test can check it against the summary.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..analyzers.inventory import Inventory
+from ..analyzers.comm.inventory import Inventory
 from ..formats import units
 from .base import StreamReporter
 from .safe_text import printable

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..analyzers.memory import ActivationComparison, ModelEstimate
+from ..analyzers.memory.activation_compare import ActivationComparison, ModelEstimate
 from ..formats import units
 from .base import StreamReporter
 

@@ -1,7 +1,7 @@
 """One trace holding every rank on the corrected common clock: `tracekit annotate DIR -o merged.json.gz`.
 
 Each rank's events are written with their ``ts`` moved onto the reference rank's clock (the rank's estimated
-clock offset, tracekit.analyzers.clocks, and its own ``baseTimeNanoseconds`` taken into account: ``ts`` +
+clock offset, tracekit.analyzers.comm.clocks, and its own ``baseTimeNanoseconds`` taken into account: ``ts`` +
 ``shift_ns`` / 1000), their pids renumbered per rank (``(rank + 1) * 1000 + i``, each labelled with a
 ``process_name`` "rank N · <original name>"), and the ids that link events (flow ``id``/``bind_id``, ``args``
 ``correlation`` and ``External id``) made unique per rank (``id * stride + rank``, ``stride`` the number of ranks

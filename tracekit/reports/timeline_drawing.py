@@ -1,5 +1,5 @@
 """Drawing the per-rank timeline of one representative step: the record's input format checked, a fallback
-built from the summary's collectives, and downsampling (the record itself: tracekit.analyzers.timeline_record).
+built from the summary's collectives, and downsampling (the record itself: tracekit.analyzers.comm.timeline_record).
 
 Input (``tracekit.timeline/1``; see docs/report-inputs.md), given to the HTML reporter as ``timeline=`` or
 found at ``summary["timeline"]``::
@@ -79,7 +79,7 @@ def from_collectives(summary: Mapping) -> dict:
             walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
     if not walls:
         return {"schema": TIMELINE_SCHEMA, "ranks": []}
-    from ..analyzers.timeline_record import median_step  # numpy and pandas for the HTML report only
+    from ..analyzers.comm.timeline_record import median_step  # numpy and pandas for the HTML report only
 
     step = median_step(walls)
     out = []

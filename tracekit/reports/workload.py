@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..analyzers.memory import ActivationComparison
+from ..analyzers.memory.activation_compare import ActivationComparison
 from ..formats import units
 from .base import StreamReporter
 from .memory import comparison_lines

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from tests.helpers.tables import ev, table, traceset
-from tracekit.analyzers.breakdowns import BreakdownOptions, breakdowns
-from tracekit.analyzers.device_scope import scope
-from tracekit.analyzers.idle import idle_breakdown
-from tracekit.analyzers.kernel_classes import ClassRule, ClassRuleSet
+from tracekit.analyzers.breakdowns.device_scope import scope
+from tracekit.analyzers.breakdowns.idle import idle_breakdown
+from tracekit.analyzers.breakdowns.kernel_classes import ClassRule, ClassRuleSet
+from tracekit.analyzers.breakdowns.rank_breakdowns import BreakdownOptions, breakdowns
 
 
 def rt(ts, dur, corr, step=0):
@@ -67,7 +67,7 @@ def test_a_device_stream_wait_in_the_gap_is_a_dependency():
 
 
 def test_idle_follows_overlap_and_steps_add_up():
-    from tracekit.analyzers.overlap import rank_overlap
+    from tracekit.analyzers.comm.overlap import rank_overlap
     from tracekit.model.traceset import RankInfo
 
     rows = idle_rows() + [ev("STEP", 100, 100, step=1, stream=1), rt(101, 1, 7, step=1),

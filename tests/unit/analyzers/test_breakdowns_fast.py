@@ -14,14 +14,14 @@ from tests.helpers import breakdown_oracle as oracle
 from tests.helpers.data import DATA
 from tracekit.analyzers import analyze
 from tracekit.analyzers.arrays import group_bounds, group_percentiles, unique
-from tracekit.analyzers.breakdowns import BreakdownOptions, rank_breakdowns
-from tracekit.analyzers.device_scope import scope
-from tracekit.analyzers.kernel_classes import ClassRuleSet
-from tracekit.analyzers.kernels import kernel_breakdown, name_labels
-from tracekit.analyzers.launches import launch_stats
-from tracekit.analyzers.steps import _launched
+from tracekit.analyzers.breakdowns.device_scope import scope
+from tracekit.analyzers.breakdowns.kernel_classes import ClassRuleSet
+from tracekit.analyzers.breakdowns.kernels import kernel_breakdown, name_labels
+from tracekit.analyzers.breakdowns.launches import launch_stats
+from tracekit.analyzers.breakdowns.rank_breakdowns import BreakdownOptions, rank_breakdowns
+from tracekit.analyzers.comm.steps import _launched
 from tracekit.errors import EmptyWindowError
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.events import DEVICE_KINDS
 
 TRACES = sorted(glob.glob(str(DATA / "kineto-gpu*" / "*.json.gz")))

@@ -4,9 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.tables import ev, table
-from tracekit.analyzers.device_scope import scope
-from tracekit.analyzers.idle import idle_breakdown
-from tracekit.analyzers.kernels import PARTS, busy_partition
+from tracekit.analyzers.breakdowns.device_scope import scope
+from tracekit.analyzers.breakdowns.idle import idle_breakdown
+from tracekit.analyzers.breakdowns.kernels import PARTS, busy_partition
 
 KINDS = {"KERNEL": 1, "COMM": 2, "MEMCPY": 4, "MEMSET": 4}
 WINDOW = 80

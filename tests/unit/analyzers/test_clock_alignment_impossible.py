@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.data import gpu_trace
 from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.events import EventKind
 from tracekit.reports.terminal import render_text
 from tracekit.reports.view import clock_note

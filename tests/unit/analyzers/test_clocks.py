@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tracekit.analyzers.clocks import estimate_offsets
+from tracekit.analyzers.comm.clocks import estimate_offsets
 
 
 def frame(instances, shift=0):

@@ -10,7 +10,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from tracekit.analyzers.clocks import estimate_offsets
+from tracekit.analyzers.comm.clocks import estimate_offsets
 
 
 class Run:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
-from tracekit.analyzers.collectives import bus_factor
+from tracekit.analyzers.comm.collectives import bus_factor
 
 SHIFT = 1_000_000_000  # rank 1's clock runs 1 s ahead
 TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)

@@ -3,9 +3,9 @@
 import pytest
 
 from tests.helpers.tables import ev, table, traceset
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.whatif import Spec, replay, whatif
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import Spec, replay, whatif
 from tracekit.errors import ConfigError
 
 HOST = dict(stream=1, device=-1)
@@ -184,8 +184,8 @@ def test_overlapping_activities_on_a_stream_keep_the_sums_exact():
 
 
 def test_the_analyzer_protocol_gives_the_same_paths():
-    from tracekit.analyzers.base import Analyzer
-    from tracekit.analyzers.critical_path import CriticalPathAnalyzer
+    from tracekit.analyzers.graph.critical_path import CriticalPathAnalyzer
+    from tracekit.analyzers.registry import Analyzer
 
     a = CriticalPathAnalyzer()
     assert isinstance(a, Analyzer)

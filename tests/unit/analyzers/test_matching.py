@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracekit.analyzers.collectives import _match
+from tracekit.analyzers.comm.collectives import _match
 
 OPS = ("all_reduce", "all_gather", "all_to_all", "reduce_scatter", "send_recv")
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tracekit.analyzers.memory_bom import bill_of_materials
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model, embedding_output_terms
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model, embedding_output_terms
+from tracekit.analyzers.memory.bill_of_materials import bill_of_materials
 from tracekit.errors import ConfigError
 
 SHAPES = [(2048, 1, 12288, 96), (4096, 4, 4096, 32), (512, 8, 1024, 16), (64, 2, 128, 8)]

@@ -13,7 +13,7 @@ import pytest
 
 import tracekit
 from tests.helpers.data import gpu_trace
-from tracekit.analyzers.memory_timeline import BEFORE, NO_MEMORY, MemoryTimelineOptions, downsample, rank_memory
+from tracekit.analyzers.memory.timeline import BEFORE, NO_MEMORY, MemoryTimelineOptions, downsample, rank_memory
 from tracekit.formats.summary import decode_summary
 from tracekit.model.events import EventTable, memory_device_code, memory_device_label
 

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import tracekit
-from tracekit.analyzers.memory_export import export_timeline, read_export_timeline
-from tracekit.analyzers.memory_timeline import NO_MEMORY, NO_OP, enclosing_ops, rank_memory
+from tracekit.analyzers.memory.timeline import NO_MEMORY, NO_OP, enclosing_ops, rank_memory
+from tracekit.analyzers.memory.timeline_export import export_timeline, read_export_timeline
 from tracekit.cli import cli
 from tracekit.errors import TraceFormatError
 from tracekit.loader.memory_export import CATEGORIES, read_memory_export

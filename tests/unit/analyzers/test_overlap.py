@@ -4,7 +4,7 @@ import pytest
 
 from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
-from tracekit.analyzers.overlap import rank_overlap
+from tracekit.analyzers.comm.overlap import rank_overlap
 from tracekit.model.traceset import RankInfo
 
 COMM = dict(coll_op="all_reduce", pg_name="0", pg_desc="default_pg", pg_ranks="[0, 1]", group_size=2)

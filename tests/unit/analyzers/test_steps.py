@@ -7,8 +7,8 @@ import pytest
 
 from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
-from tracekit.analyzers.overlap import rank_overlap
-from tracekit.analyzers.steps import plan_steps
+from tracekit.analyzers.comm.overlap import rank_overlap
+from tracekit.analyzers.comm.steps import plan_steps
 from tracekit.errors import EmptyWindowError
 from tracekit.model.events import EventTable
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
@@ -223,7 +223,7 @@ def test_a_real_trace_whose_profiler_started_after_some_launches(tmp_path):
     import json
 
     from tests.helpers.data import gpu_trace
-    from tracekit.loader.io import LoadOptions, load
+    from tracekit.loader.loading import LoadOptions, load
 
     doc = json.loads(gzip.open(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")).read())
     kernels = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"), key=lambda e: e["ts"])[:40]

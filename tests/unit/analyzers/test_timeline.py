@@ -6,8 +6,8 @@ from test_overlap import gpu_rows
 
 from tests.helpers.tables import ev, table
 from tracekit.analyzers import analyze
-from tracekit.analyzers.overlap import StepOverlap
-from tracekit.analyzers.timeline_record import TIMELINE_WRITTEN, representative_steps
+from tracekit.analyzers.comm.overlap import StepOverlap
+from tracekit.analyzers.comm.timeline_record import TIMELINE_WRITTEN, representative_steps
 from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 
 BASE = 1_000_000  # baseTimeNanoseconds: the record is in the trace's own time base (absolute - base)
@@ -51,7 +51,7 @@ def test_timeline_is_the_median_step_with_hand_computed_pieces(seed):
 
 @pytest.mark.parametrize("step", [0, 2])
 def test_other_steps_pieces(step):
-    from tracekit.analyzers.timeline_record import step_timeline
+    from tracekit.analyzers.comm.timeline_record import step_timeline
 
     s = summary(gpu_rows())
     r = step_timeline(s.traces.table(0), s.traces.info(0), step).to_dict()
@@ -77,8 +77,8 @@ def test_timeline_is_not_in_the_json_summary():
 
 
 def _rank(rank, walls):
-    from tracekit.analyzers.instances import Instances
-    from tracekit.analyzers.overlap import RankOverlap
+    from tracekit.analyzers.comm.instances import Instances
+    from tracekit.analyzers.comm.overlap import RankOverlap
 
     steps = tuple(StepOverlap(s, w, 0, 0, 0, 0, 0, 0, 0, 0) for s, w in walls.items())
     return RankOverlap(rank, "cuda", steps, StepOverlap.total(steps), (), Instances.empty())

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from tests.helpers.data import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.cli import cli
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 
 CUTS = (0.3, 0.5, 0.7, 0.9, 0.99)
 GPU = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")

@@ -7,10 +7,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.tables import ev, table, traceset
-from tracekit.analyzers import whatif as whatif_module
-from tracekit.analyzers.critical_path import critical_paths
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.whatif import replay, whatif
+from tracekit.analyzers.graph import whatif as whatif_module
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.critical_path import critical_paths
+from tracekit.analyzers.graph.whatif import replay, whatif
 
 LATENCY, CALL, SYNC_COST, TAIL = 5, 4, 3, 10
 HOST = dict(stream=1, device=-1)

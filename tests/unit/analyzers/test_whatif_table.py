@@ -4,8 +4,8 @@
 import pytest
 
 from tests.unit.analyzers.test_critical_path import one_rank, two_ranks
-from tracekit.analyzers.graph import build_graph
-from tracekit.analyzers.whatif_table import obvious_questions, questions, slowest_rank
+from tracekit.analyzers.graph.build import build_graph
+from tracekit.analyzers.graph.whatif_table import obvious_questions, questions, slowest_rank
 
 
 def test_two_ranks_questions_and_known_answers():

@@ -60,7 +60,7 @@ def test_window_gives_the_steps_the_analysis_gives():
 
 def test_window_nested_instances_merge_into_the_enclosing_one():
     from tests.helpers.tables import ev, table, traceset
-    from tracekit.analyzers.whatif import whatif as run_whatif
+    from tracekit.analyzers.graph.whatif import whatif as run_whatif
 
     host = dict(stream=1, device=-1)
     ts = traceset({0: table([ev("ANNOTATION", 0, 1000, name="fwd", **host), ev("ANNOTATION", 100, 200, name="fwd", **host),

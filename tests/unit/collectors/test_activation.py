@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from tests.helpers.ref_layer import RefLayer, layer_input
-from tracekit.analyzers.memory import compare_activation_memory
-from tracekit.analyzers.memory_bom import bill_of_materials
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_compare import compare_activation_memory
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.bill_of_materials import bill_of_materials
 from tracekit.collectors.activation import activation_memory
 from tracekit.model.activation import peak_from_memory_events
 

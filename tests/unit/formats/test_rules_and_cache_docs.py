@@ -15,7 +15,7 @@ from tracekit.formats.cache_meta import CachedRankInfo, decode_meta
 from tracekit.formats.rules import RuleEntry
 from tracekit.loader.cache import cache_path
 from tracekit.loader.classify import DEFAULT_RULES, CommRule, load_rules_toml
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.traceset import ProcessGroup, RankInfo
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tests.helpers.data import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, TraceFormatError
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.events import EventKind as K
 
 
@@ -99,7 +99,7 @@ def test_cache_roundtrip_and_invalidation(tmp_path, monkeypatch):
     first, info1 = load_file(str(src), opts)
     assert len(os.listdir(tmp_path / "c")) == 1
     calls = []
-    import tracekit.loader.io as io
+    import tracekit.loader.loading as io
 
     real = io._load_streaming  # every load that reads the trace goes through it first
     monkeypatch.setattr(io, "_load_streaming", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import tracekit
 from tracekit.cli import cli
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.events import EventKind as K
 
 MORE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu-more"

@@ -7,7 +7,7 @@ import pytest
 import tracekit
 from tests.helpers.kineto import LAUNCH, STEP, kernel, load, trace, write
 from tracekit.loader.classify import RuleSet
-from tracekit.loader.io import LoadOptions
+from tracekit.loader.loading import LoadOptions
 from tracekit.model.events import EventKind as K
 
 # Kernel names as CUPTI reports them, built from the libraries' sources: the namespaces and __global__ function

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.helpers.data import gpu_trace
 from tracekit.analyzers import analyze
 from tracekit.errors import TracekitError
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.events import COLUMNS, EventKind
 
 EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 60))

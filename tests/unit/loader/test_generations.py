@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.kineto import LAUNCH, STEP, kernel, load, trace, write
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.events import EventKind as K
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.data import DATA, GPU
 from tests.helpers.reference_loader import reference_load
 from tracekit.loader import stream as decode
-from tracekit.loader.io import LoadOptions, _load_streaming, load_file
+from tracekit.loader.loading import LoadOptions, _load_streaming, load_file
 from tracekit.model.events import COLUMNS
 
 # every trace in tests/data (kineto-gpu and kineto-gpu-more: CUDA, ROCm, MTIA, CPU-only, old formats, no rank)

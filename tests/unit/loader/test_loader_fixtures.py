@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.data import gpu_trace
-from tracekit.loader.io import LoadOptions, load, load_file
+from tracekit.loader.loading import LoadOptions, load, load_file
 from tracekit.model.events import EventKind as K
 
 FIXTURES = {

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.helpers.data import gpu_trace
 from tracekit.cli import cli
 from tracekit.errors import InputLimitError, MissingRankError, TraceFormatError
-from tracekit.loader.io import LoadOptions, load, load_file
+from tracekit.loader.loading import LoadOptions, load, load_file
 from tracekit.model.events import EventKind as K
 
 HOSTILE = "ncclDevKernel_AllReduce\x1b]0;pwned\x07\x1b[2J"

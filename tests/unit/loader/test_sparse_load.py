@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.columns import SPARSE_SHARE, Columns
 from tracekit.model.events import COLUMNS, EventTable
 

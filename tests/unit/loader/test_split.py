@@ -15,7 +15,7 @@ from tracekit.errors import InputLimitError
 from tracekit.loader import split
 from tracekit.loader.classify import RuleSet
 from tracekit.loader.decode import StreamLimits
-from tracekit.loader.io import LoadOptions, load_file
+from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.loader.stream import NotStreamable
 from tracekit.model.events import COLUMNS
 

@@ -1,7 +1,7 @@
 """The one dtype table and what each reader derives from it."""
 
-from tracekit.analyzers.memory_model import DTYPE_BYTES
-from tracekit.analyzers.memory_run import config_from_manifest
+from tracekit.analyzers.memory.activation_model import DTYPE_BYTES
+from tracekit.analyzers.memory.activation_run import config_from_manifest
 from tracekit.loader.classify import dtype_bytes
 from tracekit.model.dtypes import DTYPES, SHORT_BY_MANIFEST_NAME, TRACE_BYTES, WORKLOAD_TORCH_NAMES
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracekit.analyzers.dimensions import DimensionMap
-from tracekit.analyzers.memory_model import MemoryConfig, activation_model
-from tracekit.analyzers.memory_run import compare_files, config_from_manifest
+from tracekit.analyzers.comm.dimensions import DimensionMap
+from tracekit.analyzers.memory.activation_model import MemoryConfig, activation_model
+from tracekit.analyzers.memory.activation_run import compare_files, config_from_manifest
 from tracekit.cli import cli
 from tracekit.collectors.layout import coords, group_ranks
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.gate.metrics import RunMetrics as Summary
-from tracekit.loader.io import LoadOptions, load
+from tracekit.loader.loading import LoadOptions, load
 from tracekit.model.layout import CpKind, ParallelLayout
 from tracekit.model.traceset import RunMetadata
 
