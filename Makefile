@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test venv browser clean bench gate lint
+.PHONY: demo test venv browser clean bench gate lint format
 
 # What the demo runs: the package and torch (no test extra: neither HTA nor JupyterLab).
 $(VENV)/.demo-installed: pyproject.toml
@@ -34,10 +34,17 @@ demo: $(VENV)/.demo-installed
 test: venv browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-# Lint and types on the package: ruff, then mypy (configured in pyproject.toml).
+# Format, lint and types: ruff format (checked, never rewritten here), ruff, then mypy (configured in pyproject.toml).
+LINT_PATHS = tracekit tests benchmarks scripts
 lint: venv
-	$(VENV)/bin/ruff check tracekit tests benchmarks
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
+
+# What `make lint` checks, applied: the formatter and ruff's safe fixes.
+format: venv
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
 # The project's own overlap gate: a real TP+SP run on CPU checked against the committed baseline
 # (tests/integration/test_ci_gate.py proves both directions with the same arguments).

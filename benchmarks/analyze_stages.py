@@ -70,23 +70,45 @@ def _env(root: str) -> dict:
 
 def stages(root: str, trace: str, cache: str) -> dict:
     """One fresh process: per-stage wall and CPU seconds."""
-    res = subprocess.run([sys.executable, "-c", STAGES, trace, cache], env=_env(root), cwd=root, capture_output=True,
-                         text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", STAGES, trace, cache], env=_env(root), cwd=root, capture_output=True, text=True, check=True
+    )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def whole(root: str, trace: str, cache: str, out: str) -> dict:
     """The command itself, one process: wall, and CPU (user + system) from wait4."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "analyze", os.path.dirname(trace) or ".", "--format",
-                             "json", "--cache-dir", cache, "--out", out], env=_env(root), cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracekit",
+            "analyze",
+            os.path.dirname(trace) or ".",
+            "--format",
+            "json",
+            "--cache-dir",
+            cache,
+            "--out",
+            out,
+        ],
+        env=_env(root),
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if status:
         raise RuntimeError(f"{root}: analyze failed: {proc.stderr.read().decode()[-500:] if proc.stderr else status}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
-            "sys_s": usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "user_s": usage.ru_utime,
+        "sys_s": usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def measure(root: str, trace: str, cache: str, out: str) -> dict:
@@ -119,9 +141,15 @@ def main() -> None:
     p.add_argument("--out", default=None, help="results JSON (default benchmarks/results-DATE-analyze-stages.json)")
     a = p.parse_args()
     roots = {"this": ROOT, **({"root": os.path.abspath(a.root)} if a.root else {})}
-    doc: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-                 "trace": a.trace, "trace_bytes": os.path.getsize(a.trace), "roots": roots,
-                 "load_avg_at_start": os.getloadavg(), "bytecode_cached": a.bytecode, "runs": {k: [] for k in roots}}
+    doc: dict = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "trace": a.trace,
+        "trace_bytes": os.path.getsize(a.trace),
+        "roots": roots,
+        "load_avg_at_start": os.getloadavg(),
+        "bytecode_cached": a.bytecode,
+        "runs": {k: [] for k in roots},
+    }
     with tempfile.TemporaryDirectory(prefix="tk-stages-") as tmp:
         if a.bytecode:
             BYTECODE["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
@@ -138,8 +166,10 @@ def main() -> None:
     doc["best"] = {k: best(v) for k, v in doc["runs"].items()}
     for k in roots:
         print(table(f"{k}: {roots[k]}", doc["best"][k]))
-    print(f"load average {doc['load_avg_at_start']} -> {doc['load_avg_at_end']}"
-          + (f"; identical summaries: {doc['identical_summary']}" if "identical_summary" in doc else ""))
+    print(
+        f"load average {doc['load_avg_at_start']} -> {doc['load_avg_at_end']}"
+        + (f"; identical summaries: {doc['identical_summary']}" if "identical_summary" in doc else "")
+    )
     name = f"results-{datetime.date.today().isoformat()}-analyze-stages{'-bytecode' if a.bytecode else ''}.json"
     out = a.out or os.path.join(HERE, name)
     with open(out, "w") as fh:

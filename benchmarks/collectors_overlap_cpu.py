@@ -27,11 +27,23 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=4, help="pp only")
     args = ap.parse_args()
-    shape = dict(layers=args.layers, seq=args.seq, hidden=args.hidden, heads=8, batch=args.batch, steps=args.steps,
-                 dropout=0.1, chunks=4, microbatches=args.microbatches)
+    shape = dict(
+        layers=args.layers,
+        seq=args.seq,
+        hidden=args.hidden,
+        heads=8,
+        batch=args.batch,
+        steps=args.steps,
+        dropout=0.1,
+        chunks=4,
+        microbatches=args.microbatches,
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(WorkloadConfig(workload=w, overlap=o, **shape), Path(tmp) / f"{w}-{o}")
-                for w in args.workloads for o in (False, True)]
+        jobs = [
+            (WorkloadConfig(workload=w, overlap=o, **shape), Path(tmp) / f"{w}-{o}")
+            for w in args.workloads
+            for o in (False, True)
+        ]
         by_world: dict[int, list] = {}
         for job in jobs:
             by_world.setdefault(job[0].validate().world_size, []).append(job)
@@ -42,8 +54,10 @@ def main() -> None:
             summary = tracekit.analyze(tracekit.load(str(out), executor="serial")).to_dict()
             ratios = " ".join(f"{r['totals']['overlap_ratio']:.2f}" for r in summary["ranks"])
             comm_ms = summary["ranks"][0]["totals"]["comm_us"] / 1e3 / max(len(summary["ranks"][0]["steps"]), 1)
-            print(f"{cfg.workload:8} {'overlap' if cfg.overlap else 'plain':8} overlap ratio per rank {ratios}"
-                  f"   rank 0 comm {comm_ms:.1f} ms/step")
+            print(
+                f"{cfg.workload:8} {'overlap' if cfg.overlap else 'plain':8} overlap ratio per rank {ratios}"
+                f"   rank 0 comm {comm_ms:.1f} ms/step"
+            )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,15 @@ from tracekit.loader.loading import LoadOptions, load
 
 def _plain(paths) -> list:
     """A result as plain values (the oracle's classes are other classes)."""
-    return [(s.step, s.length_ns, list(s.by_kind_ns.items()),
-             [(x.rank, x.lane, x.name, x.start_ns, x.dur_ns, x.kind, x.dimension) for x in s.segments]) for s in paths.steps]
+    return [
+        (
+            s.step,
+            s.length_ns,
+            list(s.by_kind_ns.items()),
+            [(x.rank, x.lane, x.name, x.start_ns, x.dur_ns, x.kind, x.dimension) for x in s.segments],
+        )
+        for s in paths.steps
+    ]
 
 
 def _same(a, b) -> bool:
@@ -46,20 +53,32 @@ def main() -> None:
     p.add_argument("--out")
     args = p.parse_args()
     warnings.simplefilter("ignore")
-    ts = load(args.trace, options=LoadOptions(cache_dir=args.cache_dir), executor="serial") if args.trace \
+    ts = (
+        load(args.trace, options=LoadOptions(cache_dir=args.cache_dir), executor="serial")
+        if args.trace
         else generated(args.ranks)
+    )
     g = build_graph(ts)
     dim = next((str(d) for d in g.dimension if d), "unknown")
     dur = scaled_durations(g, ts, [Spec.parse(f"comm:{dim}=0")])[0]
     cases = {
         "critical paths": (lambda: old_cp.critical_paths(ts, graph=g), lambda: critical_paths(ts, graph=g)),
-        "replay every step (what-if)": (lambda: old_whatif.predicted_step_times(g, dur),
-                                        lambda: new_whatif.predicted_step_times(g, dur)),
-        "critical paths under a what-if": (lambda: old_cp.critical_paths(ts, graph=g, specs=[f"comm:{dim}=0"]),
-                                           lambda: critical_paths(ts, graph=g, specs=[f"comm:{dim}=0"])),
+        "replay every step (what-if)": (
+            lambda: old_whatif.predicted_step_times(g, dur),
+            lambda: new_whatif.predicted_step_times(g, dur),
+        ),
+        "critical paths under a what-if": (
+            lambda: old_cp.critical_paths(ts, graph=g, specs=[f"comm:{dim}=0"]),
+            lambda: critical_paths(ts, graph=g, specs=[f"comm:{dim}=0"]),
+        ),
     }
-    meta = {"source": args.trace or f"generated {args.ranks} ranks", "events": sum(len(t) for _, t in ts), "nodes": len(g),
-            "edges": len(g.src), "steps": len({w.step for w in g.windows})}
+    meta = {
+        "source": args.trace or f"generated {args.ranks} ranks",
+        "events": sum(len(t) for _, t in ts),
+        "nodes": len(g),
+        "edges": len(g.src),
+        "steps": len({w.step for w in g.windows}),
+    }
     for name, (old, new) in cases.items():
         secs: dict[str, list[float]] = {"old": [], "new": []}
         outs = {}
@@ -68,8 +87,13 @@ def main() -> None:
                 t = time.perf_counter()
                 outs[side] = fn()
                 secs[side].append(time.perf_counter() - t)
-        rec = {**meta, "stage": name, **{f"{k}_s": [round(min(v), 3), round(max(v), 3)] for k, v in secs.items()},
-               "speedup_min": round(min(secs["old"]) / min(secs["new"]), 1), "identical": _same(outs["old"], outs["new"])}
+        rec = {
+            **meta,
+            "stage": name,
+            **{f"{k}_s": [round(min(v), 3), round(max(v), 3)] for k, v in secs.items()},
+            "speedup_min": round(min(secs["old"]) / min(secs["new"]), 1),
+            "identical": _same(outs["old"], outs["new"]),
+        }
         print(json.dumps(rec))
         if args.out:
             with open(args.out, "a") as f:

@@ -43,7 +43,7 @@ SOURCE = "tests/data/kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz"
 
 def generated(n: int) -> TraceSet:
     one = load([SOURCE], options=LoadOptions(cache=False), executor="serial")
-    (r0, t0), = list(one)
+    ((r0, t0),) = list(one)
     ranks = str(list(range(n)))
     strings = t0.strings + (ranks,)
     rid = len(t0.strings)
@@ -65,8 +65,15 @@ def synthetic(n: int, collectives: int, transfer_factor: float = 1.0, seed: int 
     (x transfer_factor) after its last rank arrives; a stream sync returns 3 ns after the device."""
     rng = np.random.default_rng(seed)
     host = {"stream": 1, "device": -1, "step": 0}
-    tp = {"pg_name": "1", "pg_desc": "tracekit:tp", "pg_ranks": str(list(range(n))), "group_size": n,
-          "coll_op": "all_reduce", "in_bytes": 4096, "out_bytes": 4096}
+    tp = {
+        "pg_name": "1",
+        "pg_desc": "tracekit:tp",
+        "pg_ranks": str(list(range(n))),
+        "group_size": n,
+        "coll_op": "all_reduce",
+        "in_bytes": 4096,
+        "out_bytes": 4096,
+    }
     rows: list[list[dict]] = [[] for _ in range(n)]
     t = np.zeros(n, np.int64)
     free7, free20 = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -77,26 +84,61 @@ def synthetic(n: int, collectives: int, transfer_factor: float = 1.0, seed: int 
                 rows[r].append({"kind": "CPU_OP", "ts_ns": int(t[r]), "dur_ns": int(d), "name": "aten::op", **host})
                 t[r] += d
             k, start = int(2 * rng.integers(1, 300)), max(int(t[r]) + 5, int(free7[r]))
-            rows[r] += [{"kind": "RUNTIME", "ts_ns": int(t[r]), "dur_ns": 4, "name": "cudaLaunchKernel",
-                         "correlation": corr, **host},
-                        {"kind": "KERNEL", "ts_ns": start, "dur_ns": k, "stream": 7, "device": 0, "step": 0,
-                         "name": "k", "correlation": corr}]
+            rows[r] += [
+                {"kind": "RUNTIME", "ts_ns": int(t[r]), "dur_ns": 4, "name": "cudaLaunchKernel", "correlation": corr, **host},
+                {
+                    "kind": "KERNEL",
+                    "ts_ns": start,
+                    "dur_ns": k,
+                    "stream": 7,
+                    "device": 0,
+                    "step": 0,
+                    "name": "k",
+                    "correlation": corr,
+                },
+            ]
             free7[r] = start + k
             t[r] += 4
         arrive = np.maximum(t + 5, free20)
         end = int(arrive.max()) + int(200 * transfer_factor)
         for r in range(n):
-            rows[r] += [{"kind": "RUNTIME", "ts_ns": int(t[r]), "dur_ns": 4, "name": "cudaLaunchKernel",
-                         "correlation": corr + 1, **host},
-                        {"kind": "COMM", "ts_ns": int(arrive[r]), "dur_ns": end - int(arrive[r]), "stream": 20,
-                         "device": 0, "step": 0, "name": "ncclDevKernel_AllReduce", "correlation": corr + 1,
-                         "seq": seq, **tp}]
+            rows[r] += [
+                {"kind": "RUNTIME", "ts_ns": int(t[r]), "dur_ns": 4, "name": "cudaLaunchKernel", "correlation": corr + 1, **host},
+                {
+                    "kind": "COMM",
+                    "ts_ns": int(arrive[r]),
+                    "dur_ns": end - int(arrive[r]),
+                    "stream": 20,
+                    "device": 0,
+                    "step": 0,
+                    "name": "ncclDevKernel_AllReduce",
+                    "correlation": corr + 1,
+                    "seq": seq,
+                    **tp,
+                },
+            ]
             t[r] += 4
             s_end = max(int(t[r]), end) + 3
-            rows[r] += [{"kind": "RUNTIME", "ts_ns": int(t[r]), "dur_ns": s_end - int(t[r]),
-                         "name": "cudaStreamSynchronize", "correlation": corr + 2, **host},
-                        {"kind": "SYNC", "ts_ns": int(t[r]), "dur_ns": s_end - int(t[r]), "stream": 20, "device": 0,
-                         "step": 0, "name": "Stream Sync", "correlation": corr + 2}]
+            rows[r] += [
+                {
+                    "kind": "RUNTIME",
+                    "ts_ns": int(t[r]),
+                    "dur_ns": s_end - int(t[r]),
+                    "name": "cudaStreamSynchronize",
+                    "correlation": corr + 2,
+                    **host,
+                },
+                {
+                    "kind": "SYNC",
+                    "ts_ns": int(t[r]),
+                    "dur_ns": s_end - int(t[r]),
+                    "stream": 20,
+                    "device": 0,
+                    "step": 0,
+                    "name": "Stream Sync",
+                    "correlation": corr + 2,
+                },
+            ]
             t[r] = s_end
         free20[:] = end
         corr += 3
@@ -154,23 +196,46 @@ def main() -> None:
     spec = f"comm:{dim}=0"
     pred, s5 = stage(f"whatif {spec}", lambda: whatif(ts, [spec], graph=g), rep, mem)
     _, s6 = stage(f"critical paths under {spec}", lambda: critical_paths(ts, graph=g, specs=[spec]), rep, mem)
-    meta = {"ranks": len(ts.ranks), "events": events, "nodes": len(g), "edges": len(g.src), "steps": len(ident.steps),
-            "segments": sum(len(s.segments) for s in cp.steps)}
+    meta = {
+        "ranks": len(ts.ranks),
+        "events": events,
+        "nodes": len(g),
+        "edges": len(g.src),
+        "steps": len(ident.steps),
+        "segments": sum(len(s.segments) for s in cp.steps),
+    }
     stages = [s1, s2, s3, s4, s5, s6]
     for s in stages:
         print(json.dumps({**meta, **s}))
-    check = {"replay_error": ident.replay_error, "rounds": ident.rounds, "verdict": cp.verdict,
-             "by_kind_us": {k: round(sum(s.by_kind_ns[k] for s in cp.steps) / 1e3, 3) for k in cp.steps[0].by_kind_ns}
-             if cp.steps else {}, "predicted_us": [round(x.predicted_ns / 1e3, 3) for x in pred.steps]}
+    check = {
+        "replay_error": ident.replay_error,
+        "rounds": ident.rounds,
+        "verdict": cp.verdict,
+        "by_kind_us": {k: round(sum(s.by_kind_ns[k] for s in cp.steps) / 1e3, 3) for k in cp.steps[0].by_kind_ns}
+        if cp.steps
+        else {},
+        "predicted_us": [round(x.predicted_ns / 1e3, 3) for x in pred.steps],
+    }
     if expected is not None:
         check["simulated_free_transfer_ns"] = expected
         check["predicted_ns"] = pred.steps[0].predicted_ns
     print(json.dumps(check))
     if args.out:
-        record = {"source": args.trace or (f"synthetic {args.ranks} ranks x {args.collectives}" if args.collectives
-                                           else f"generated {args.ranks} ranks from {SOURCE}"),
-                  "code": tracekit.__file__, "python": platform.python_version(), "numpy": np.__version__,
-                  "repeat": rep, **meta, "stages": stages, "check": check}
+        record = {
+            "source": args.trace
+            or (
+                f"synthetic {args.ranks} ranks x {args.collectives}"
+                if args.collectives
+                else f"generated {args.ranks} ranks from {SOURCE}"
+            ),
+            "code": tracekit.__file__,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "repeat": rep,
+            **meta,
+            "stages": stages,
+            "check": check,
+        }
         with open(args.out, "a") as f:
             f.write(json.dumps(record) + "\n")
 

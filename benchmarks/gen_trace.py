@@ -70,9 +70,14 @@ def dp_rank_header(doc: dict, rank: int, world: int, group: int) -> dict:
     stride = world // group
     members = [rank % stride + k * stride for k in range(group)]
     di = dict(doc.get("distributedInfo") or {})
-    di.update(rank=rank, world_size=world, pg_count=1,
-              pg_config=[{"pg_name": "0", "pg_desc": "DATA_PARALLEL_GROUP", "backend_config": "cuda:nccl",
-                          "pg_size": group, "ranks": members}])
+    di.update(
+        rank=rank,
+        world_size=world,
+        pg_count=1,
+        pg_config=[
+            {"pg_name": "0", "pg_desc": "DATA_PARALLEL_GROUP", "backend_config": "cuda:nccl", "pg_size": group, "ranks": members}
+        ],
+    )
     return dict(doc, distributedInfo=di)
 
 
@@ -82,8 +87,13 @@ def _regroup(events: list, ranks_text: str, size: int) -> list:
     for e in events:
         a = e.get("args")
         if isinstance(a, dict) and "Process Group Ranks" in a:
-            e = dict(e, args=dict(a, **{"Process Group Ranks": ranks_text, "Group size": size,
-                                        "Process Group Description": "DATA_PARALLEL_GROUP"}))
+            e = dict(
+                e,
+                args=dict(
+                    a,
+                    **{"Process Group Ranks": ranks_text, "Group size": size, "Process Group Description": "DATA_PARALLEL_GROUP"},
+                ),
+            )
         out.append(e)
     return out
 
@@ -119,8 +129,7 @@ def generate(src: str, out: str, target_mb: float, rank: int | None = None, worl
             n += len(timed)
         fh.write(b"]}")
     os.replace(out + ".tmp", out)
-    return {"path": out, "source": os.path.basename(src), "copies": copies, "events": n,
-            "bytes": os.path.getsize(out)}
+    return {"path": out, "source": os.path.basename(src), "copies": copies, "events": n, "bytes": os.path.getsize(out)}
 
 
 def synthetic_collectives(out: str, events: int) -> dict:
@@ -130,33 +139,91 @@ def synthetic_collectives(out: str, events: int) -> dict:
     enc = msgspec.json.Encoder()
     per_step = 100
     steps = max(1, events // (4 * per_step + 1))
-    head = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic"}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1, "pg_count": 1,
-                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                               "pg_size": 1, "ranks": [0]}]}}
+    head = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "synthetic"}],
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": 0,
+            "world_size": 1,
+            "pg_count": 1,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 1, "ranks": [0]}],
+        },
+    }
     n, corr, t = 0, 1, 0
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".tmp", "wb") as fh:
         fh.write(enc.encode(head)[:-1] + b',"traceEvents":[')
         for s in range(steps):
-            batch = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t,
-                      "dur": per_step * 100, "args": {"External id": corr}}]
+            batch = [
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{s}",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": per_step * 100,
+                    "args": {"External id": corr},
+                }
+            ]
             for k in range(per_step):
                 t0 = t + 100 * k
                 batch += [
-                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 1,
-                     "dur": 2, "args": {"correlation": corr, "External id": corr}},
-                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 3,
-                     "dur": 1, "args": {"correlation": corr + 1, "External id": corr + 1}},
-                    {"ph": "X", "cat": "kernel", "name": f"gemm_{k % 7}", "pid": 0, "tid": 7, "ts": t0 + 5,
-                     "dur": 40 + k % 30, "args": {"device": 0, "stream": 7, "correlation": corr + 1}},
-                    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgs)",
-                     "pid": 0, "tid": 20, "ts": t0 + 20 + k % 10, "dur": 30 + (k * 7) % 50,
-                     "args": {"device": 0, "stream": 20, "correlation": corr, "Collective name": "allreduce",
-                              "In msg nelems": 1 << (10 + k % 10), "Out msg nelems": 1 << (10 + k % 10),
-                              "Group size": 1, "dtype": "Float", "Process Group Name": "0",
-                              "Process Group Description": "default_pg", "Process Group Ranks": "[0]",
-                              "Seq": s * per_step + k}}]
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t0 + 1,
+                        "dur": 2,
+                        "args": {"correlation": corr, "External id": corr},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t0 + 3,
+                        "dur": 1,
+                        "args": {"correlation": corr + 1, "External id": corr + 1},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": f"gemm_{k % 7}",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": t0 + 5,
+                        "dur": 40 + k % 30,
+                        "args": {"device": 0, "stream": 7, "correlation": corr + 1},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgs)",
+                        "pid": 0,
+                        "tid": 20,
+                        "ts": t0 + 20 + k % 10,
+                        "dur": 30 + (k * 7) % 50,
+                        "args": {
+                            "device": 0,
+                            "stream": 20,
+                            "correlation": corr,
+                            "Collective name": "allreduce",
+                            "In msg nelems": 1 << (10 + k % 10),
+                            "Out msg nelems": 1 << (10 + k % 10),
+                            "Group size": 1,
+                            "dtype": "Float",
+                            "Process Group Name": "0",
+                            "Process Group Description": "default_pg",
+                            "Process Group Ranks": "[0]",
+                            "Seq": s * per_step + k,
+                        },
+                    },
+                ]
                 corr += 2
             chunk = enc.encode(batch)[1:-1]
             fh.write((b"," if s else b"") + chunk)

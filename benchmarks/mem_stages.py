@@ -52,8 +52,14 @@ class Sampler:
         self.enter("end")
         self._stop = True
         gib = 1024**3
-        return {s: {"peak_gib": round(self.peaks[s] / gib, 3), "end_gib": round(self.ends[s] / gib, 3),
-                    "wall_s": round(self.times[s], 2)} for s in self.times}
+        return {
+            s: {
+                "peak_gib": round(self.peaks[s] / gib, 3),
+                "end_gib": round(self.ends[s] / gib, 3),
+                "wall_s": round(self.times[s], 2),
+            }
+            for s in self.times
+        }
 
 
 def main() -> None:
@@ -86,8 +92,13 @@ def main() -> None:
         timeline = result.timeline()
         s.enter("html")
         get_reporter("html", "/tmp/tracekit-bench/perfmem-out/stages.html").render(
-            summary, "/tmp/tracekit-bench/perfmem-out/stages.html", timeline=timeline, verdict=None, sort_keys=True,
-            allow_nan=False)
+            summary,
+            "/tmp/tracekit-bench/perfmem-out/stages.html",
+            timeline=timeline,
+            verdict=None,
+            sort_keys=True,
+            allow_nan=False,
+        )
     else:  # what `tracekit analyze --format json --out FILE` does
         from tracekit.cli.output import text
 

@@ -65,8 +65,15 @@ def main() -> None:
             summary = tracekit.analyze(big)
             times.append(time.perf_counter() - t)
         ratio = summary.comm.ranks[0].totals.overlap_ratio
-        rows.append({"events": n, "seconds": min(times), "max_seconds": max(times), "overlap_ratio": ratio,
-                     "ns_per_n_log2_n": min(times) / (n * math.log2(n)) * 1e9})
+        rows.append(
+            {
+                "events": n,
+                "seconds": min(times),
+                "max_seconds": max(times),
+                "overlap_ratio": ratio,
+                "ns_per_n_log2_n": min(times) / (n * math.log2(n)) * 1e9,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
 
 

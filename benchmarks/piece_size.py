@@ -44,12 +44,19 @@ def main() -> None:
                 runs[kib].append(time.process_time() - c)
     finally:
         stream.PIECE_BYTES = default
-    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "trace": args.trace,
-           "piece_bytes": span[1] - span[0], "default_kib": default // 1024, "load_avg": os.getloadavg(),
-           "cpu_s": {str(k): {"min": min(v), "median": sorted(v)[len(v) // 2], "runs": v} for k, v in runs.items()}}
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "trace": args.trace,
+        "piece_bytes": span[1] - span[0],
+        "default_kib": default // 1024,
+        "load_avg": os.getloadavg(),
+        "cpu_s": {str(k): {"min": min(v), "median": sorted(v)[len(v) // 2], "runs": v} for k, v in runs.items()},
+    }
     for kib, v in runs.items():
-        print(f"{kib:5d} KiB pieces: {min(v):.3f} s CPU (median {sorted(v)[len(v) // 2]:.3f})"
-              f"{'  <- default' if kib * 1024 == default else ''}")
+        print(
+            f"{kib:5d} KiB pieces: {min(v):.3f} s CPU (median {sorted(v)[len(v) // 2]:.3f})"
+            f"{'  <- default' if kib * 1024 == default else ''}"
+        )
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(doc, fh, indent=1)

@@ -112,12 +112,12 @@ def measure(cmd: list[str], timeout: float, max_tree_gb: float | None = None, ro
     """Run ``cmd`` (a whole process) with ``root``'s tracekit, timing it and sampling its tree's RSS; stop it past
     ``timeout`` seconds or ``max_tree_gb`` (so a run that would exhaust the shared machine is reported, not
     survived)."""
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONPYCACHEPREFIX=PYCACHE)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONPYCACHEPREFIX=PYCACHE)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tracekit has its bytecode, as HTA's install has
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     peak, stop = [0], [""]
 
     def sample():
@@ -131,6 +131,7 @@ def measure(cmd: list[str], timeout: float, max_tree_gb: float | None = None, ro
                 os.killpg(proc.pid, 9)
                 return
             time.sleep(0.02)
+
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     out, err = proc.communicate()
@@ -155,8 +156,11 @@ def repeated(cmd: list[str], timeout: float, times: int = 3, before: dict | None
     ok = sorted((r for r in runs if "error" not in r), key=lambda r: r["wall_s"])
     if not ok:
         return runs[0]
-    return dict(ok[len(ok) // 2], runs=[{"wall_s": r["wall_s"], "peak_gb": r["peak_gb"]} for r in runs],
-                peak_gb=max(r["peak_gb"] for r in runs))
+    return dict(
+        ok[len(ok) // 2],
+        runs=[{"wall_s": r["wall_s"], "peak_gb": r["peak_gb"]} for r in runs],
+        peak_gb=max(r["peak_gb"] for r in runs),
+    )
 
 
 def tracekit_cmd(*args: str) -> list[str]:
@@ -199,45 +203,51 @@ def bench_trace(d: str, work: str, hta: bool, timeout: float, split: bool = True
     runs: dict[str, dict] = {}
     runs["tk_analyze"] = repeated(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary), timeout)
     runs["tk_analyze"]["summary_bytes"] = os.path.getsize(summary) if os.path.exists(summary) else None
-    runs["tk_analyze_serial"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--executor",
-                                                     "serial", "--out", summary), timeout)
+    runs["tk_analyze_serial"] = measure(
+        tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--executor", "serial", "--out", summary), timeout
+    )
     cache = os.path.join(work, "cache")
     shutil.rmtree(cache, ignore_errors=True)
     measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out", summary), timeout)
-    runs["tk_analyze_warm"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out",
-                                                   summary), timeout)
+    runs["tk_analyze_warm"] = measure(
+        tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out", summary), timeout
+    )
     for entry in glob.glob(os.path.join(cache, "analysis.*.json")):  # leave the Parquet tables only
         os.unlink(entry)
-    runs["tk_analyze_cached"] = measure(tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out",
-                                                     summary), timeout)
+    runs["tk_analyze_cached"] = measure(
+        tracekit_cmd("analyze", d, "--format", "json", "--cache-dir", cache, "--out", summary), timeout
+    )
     shutil.rmtree(cache, ignore_errors=True)
     if split:
         runs["split"] = measure([PY, "-c", SPLIT, one_file(d), "2"], timeout)
     if hta:
         runs["hta"] = measure([PY, "-c", HTA, d], timeout, max_tree_gb=10)
         # two more tracekit runs after HTA's: the median of five then brackets HTA's minute in time
-        runs["tk_analyze"] = repeated(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary),
-                                      timeout, 2, before=runs["tk_analyze"]) | {
-                                          "summary_bytes": runs["tk_analyze"].get("summary_bytes")}
+        runs["tk_analyze"] = repeated(
+            tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary), timeout, 2, before=runs["tk_analyze"]
+        ) | {"summary_bytes": runs["tk_analyze"].get("summary_bytes")}
     for name, r in runs.items():
         print(f"  {os.path.basename(d)} {name}: {_short(r)}", file=sys.stderr, flush=True)
     return runs
 
 
 def _short(r: dict) -> str:
-    return json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
-                       if not isinstance(v, (list, dict))})
+    return json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if not isinstance(v, (list, dict))})
 
 
 def bench_bounded(work: str, events: int, timeout: float) -> dict:
-    d, info = trace_dir(work, f"synthetic-{events // 1_000_000}m",
-                        lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"), events))
+    d, info = trace_dir(
+        work, f"synthetic-{events // 1_000_000}m", lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"), events)
+    )
     out = os.path.join(work, "out")
     os.makedirs(out, exist_ok=True)
     summary, html, table = (os.path.join(out, n) for n in ("bounded.json", "bounded.html", "bounded.parquet"))
-    runs = {"tk_analyze": measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary,
-                                               "--collectives-out", table), timeout),
-            "tk_report": measure(tracekit_cmd("report", d, "--no-cache", "-o", html), timeout)}
+    runs = {
+        "tk_analyze": measure(
+            tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", summary, "--collectives-out", table), timeout
+        ),
+        "tk_report": measure(tracekit_cmd("report", d, "--no-cache", "-o", html), timeout),
+    }
     runs["tk_analyze"].update(summary_bytes=_size(summary), parquet_bytes=_size(table))
     runs["tk_report"]["html_bytes"] = _size(html)
     for name, r in runs.items():
@@ -252,9 +262,9 @@ def _size(path: str) -> int | None:
 def bench_ranks(work: str, ranks: int, mb: int, hta: bool, timeout: float) -> dict:
     def make(d):
         g = gen()
-        infos = [g.generate(SOURCE, os.path.join(d, f"rank{r}.json"), mb, rank=r, world=ranks, group=8)
-                 for r in range(ranks)]
+        infos = [g.generate(SOURCE, os.path.join(d, f"rank{r}.json"), mb, rank=r, world=ranks, group=8) for r in range(ranks)]
         return {"ranks": ranks, "bytes": sum(i["bytes"] for i in infos), "events": sum(i["events"] for i in infos)}
+
     d, info = trace_dir(work, f"dp-{ranks}x{mb}mb", make)
     out = os.path.join(work, "out", "ranks.json")
     runs = {"tk_analyze": measure(tracekit_cmd("analyze", d, "--format", "json", "--no-cache", "--out", out), timeout)}
@@ -272,17 +282,28 @@ def memory_cases(work: str, timeout: float, base: str | None, repeat: int, base_
     depend on the machine's load; the wall time does, hence the alternation."""
     big, _ = trace_dir(work, "trace-1500mb", sized(1500))
     mid, _ = trace_dir(work, "trace-300mb", sized(300))
-    synth, info = trace_dir(work, "synthetic-5m", lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"),
-                                                                                        5_000_000))
+    synth, info = trace_dir(work, "synthetic-5m", lambda d: gen().synthetic_collectives(os.path.join(d, "rank0.json"), 5_000_000))
     out = os.path.join(work, "out")
     os.makedirs(out, exist_ok=True)
     cases = {
-        "analyze_300mb": (["analyze", mid, "--format", "json", "--no-cache", "--out", os.path.join(out, "m300.json")],
-                          repeat),
+        "analyze_300mb": (["analyze", mid, "--format", "json", "--no-cache", "--out", os.path.join(out, "m300.json")], repeat),
         "analyze_1500mb": (["analyze", big, "--format", "json", "--no-cache", "--out", os.path.join(out, "m1500.json")], 1),
-        "analyze_5m": (["analyze", synth, "--format", "json", "--no-cache", "--out", os.path.join(out, "m5m.json"),
-                        "--collectives-out", os.path.join(out, "m5m.parquet")], 1),
-        "report_5m": (["report", synth, "--no-cache", "-o", os.path.join(out, "m5m.html")], 1)}
+        "analyze_5m": (
+            [
+                "analyze",
+                synth,
+                "--format",
+                "json",
+                "--no-cache",
+                "--out",
+                os.path.join(out, "m5m.json"),
+                "--collectives-out",
+                os.path.join(out, "m5m.parquet"),
+            ],
+            1,
+        ),
+        "report_5m": (["report", synth, "--no-cache", "-o", os.path.join(out, "m5m.html")], 1),
+    }
     trees = {"this": ROOT, **({"base": os.path.abspath(base)} if base else {})}
     res: dict = {"synthetic": info, "trees": trees, "cases": {}}
     for name, (args, n) in cases.items():
@@ -303,11 +324,16 @@ def machine() -> dict:
     from importlib.metadata import version
 
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-            "cpus": os.cpu_count(), "memory_gb": round(mem, 1), "load_avg_at_start": os.getloadavg(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "cpu": _cpu_model(), **{p: version(p) for p in ("HolisticTraceAnalysis", "msgspec", "numpy", "pandas",
-                                                             "pyarrow")}}
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "cpus": os.cpu_count(),
+        "memory_gb": round(mem, 1),
+        "load_avg_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        **{p: version(p) for p in ("HolisticTraceAnalysis", "msgspec", "numpy", "pandas", "pyarrow")},
+    }
 
 
 def _cpu_model() -> str:
@@ -319,9 +345,11 @@ def _cpu_model() -> str:
 
 
 def startup(timeout: float) -> dict:
-    runs = {"py_start": [measure([PY, "-c", "pass"], timeout) for _ in range(3)],
-            "tk_import": [measure([PY, "-c", "import tracekit"], timeout) for _ in range(3)],
-            "tk_help": [measure(tracekit_cmd("--help"), timeout) for _ in range(3)]}
+    runs = {
+        "py_start": [measure([PY, "-c", "pass"], timeout) for _ in range(3)],
+        "tk_import": [measure([PY, "-c", "import tracekit"], timeout) for _ in range(3)],
+        "tk_help": [measure(tracekit_cmd("--help"), timeout) for _ in range(3)],
+    }
     out = {k: {"min_wall_s": min(r["wall_s"] for r in v), "runs": v} for k, v in runs.items()}
     print(f"  startup: { {k: round(v['min_wall_s'], 3) for k, v in out.items()} }", file=sys.stderr, flush=True)
     return out

@@ -70,10 +70,14 @@ def rank_parts(g, dur: np.ndarray, c10d: np.ndarray) -> dict[int, dict[str, dict
     np.add.at(issue_delay, g.dst[e], g.delay[e])
     after_wait = np.zeros(len(g), bool)
     after_wait[g.dst[g.etype == GLOO_WAIT]] = True
-    sel = {"compute": (host & (g.kind == COMPUTE) & ~c10d, dur), "host": (host & (g.kind == HOST) & ~c10d, dur),
-           "issue_call": (host & c10d, dur),
-           "transfer": (worker & (g.kind == TRANSFER), dur), "issue_lag": (worker, issue_delay),
-           "wait_return": (host & after_wait, dur)}
+    sel = {
+        "compute": (host & (g.kind == COMPUTE) & ~c10d, dur),
+        "host": (host & (g.kind == HOST) & ~c10d, dur),
+        "issue_call": (host & c10d, dur),
+        "transfer": (worker & (g.kind == TRANSFER), dur),
+        "issue_lag": (worker, issue_delay),
+        "wait_return": (host & after_wait, dur),
+    }
     out: dict[int, dict[str, dict[int, float]]] = {}
     for w in g.windows:
         inside = (g.rank == w.rank) & (g.start >= w.start_ns) & (g.start < w.end_ns)
@@ -93,11 +97,15 @@ def analyse(run_dir: Path, delayed: bool) -> dict:
     w = whatif(ts, specs, graph=g)
     dur = scaled_durations(g, ts, [Spec.parse(s) for s in specs])[0]
     paths = critical_paths(ts, graph=g, specs=specs)
-    return {"steps": [s.step for s in w.steps], "measured_us": [s.measured_ns / 1e3 for s in w.steps],
-            "predicted_us": [s.predicted_ns / 1e3 for s in w.steps],
-            "replay_error": w.replay_error, "notes": list(w.notes),
-            "parts": [v for _, v in sorted(rank_parts(g, dur, _c10d_pieces(g, ts)).items())],
-            "path": [{k: s.by_kind_ns.get(k, 0) / 1e3 for k in KINDS} for s in paths.steps]}
+    return {
+        "steps": [s.step for s in w.steps],
+        "measured_us": [s.measured_ns / 1e3 for s in w.steps],
+        "predicted_us": [s.predicted_ns / 1e3 for s in w.steps],
+        "replay_error": w.replay_error,
+        "notes": list(w.notes),
+        "parts": [v for _, v in sorted(rank_parts(g, dur, _c10d_pieces(g, ts)).items())],
+        "path": [{k: s.by_kind_ns.get(k, 0) / 1e3 for k in KINDS} for s in paths.steps],
+    }
 
 
 def spread(xs: list[float]) -> float:
@@ -123,8 +131,14 @@ def part_medians(docs: list[dict]) -> dict[str, float]:
 
 
 def experiment(workload: str, shape: dict, reps: int, base: Path) -> dict:
-    jobs = [(WorkloadConfig(workload=workload, delay="1:40" if late else None, **shape),
-             base / f"{workload}-{i}-{'late' if late else 'base'}") for i in range(reps) for late in (True, False)]
+    jobs = [
+        (
+            WorkloadConfig(workload=workload, delay="1:40" if late else None, **shape),
+            base / f"{workload}-{i}-{'late' if late else 'base'}",
+        )
+        for i in range(reps)
+        for late in (True, False)
+    ]
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     run_batch(jobs)
@@ -137,15 +151,27 @@ def experiment(workload: str, shape: dict, reps: int, base: Path) -> dict:
     per_rep = [statistics.median(a["predicted_us"]) / statistics.median(b["measured_us"]) for a, b in zip(late, plain)]
     notes = sorted({n for d in late + plain for n in d["notes"]})
     pred_parts, base_parts = part_medians(late), part_medians(plain)
-    return {"workload": workload, "shape": shape, "reps": reps, "run_s": run_s,
-            "load_before": load_before, "load_after": load_after, "notes": notes,
-            "predicted_us": predicted, "undelayed_us": undelayed,
-            "delayed_measured_us": [x for d in late for x in d["measured_us"]],
-            "ratio": statistics.median(predicted) / statistics.median(undelayed),
-            "ratio_per_rep": per_rep, "undelayed_spread": spread(undelayed), "predicted_spread": spread(predicted),
-            "replay_error": max(d["replay_error"] for d in late + plain),
-            "parts": {k: {"undelayed_us": base_parts.get(k, 0.0), "predicted_us": pred_parts.get(k, 0.0)}
-                      for k in sorted(set(base_parts) | set(pred_parts))}}
+    return {
+        "workload": workload,
+        "shape": shape,
+        "reps": reps,
+        "run_s": run_s,
+        "load_before": load_before,
+        "load_after": load_after,
+        "notes": notes,
+        "predicted_us": predicted,
+        "undelayed_us": undelayed,
+        "delayed_measured_us": [x for d in late for x in d["measured_us"]],
+        "ratio": statistics.median(predicted) / statistics.median(undelayed),
+        "ratio_per_rep": per_rep,
+        "undelayed_spread": spread(undelayed),
+        "predicted_spread": spread(predicted),
+        "replay_error": max(d["replay_error"] for d in late + plain),
+        "parts": {
+            k: {"undelayed_us": base_parts.get(k, 0.0), "predicted_us": pred_parts.get(k, 0.0)}
+            for k in sorted(set(base_parts) | set(pred_parts))
+        },
+    }
 
 
 def experiment_alternate(workload: str, shape: dict, reps: int, base: Path) -> dict:
@@ -170,33 +196,49 @@ def experiment_alternate(workload: str, shape: dict, reps: int, base: Path) -> d
     undelayed = [x for d in plain for x in d["measured_us"]]
     per_rep = [statistics.median(a["predicted_us"]) / statistics.median(b["measured_us"]) for a, b in zip(late, plain)]
     pred_parts, base_parts = part_medians(late), part_medians(plain)
-    return {"workload": workload + " alt", "shape": shape, "reps": reps, "run_s": run_s,
-            "load_before": load_before, "load_after": load_after, "notes": sorted({n for d in docs for n in d["notes"]}),
-            "predicted_us": predicted, "undelayed_us": undelayed,
-            "delayed_measured_us": [x for d in late for x in d["measured_us"]],
-            "ratio": statistics.median(predicted) / statistics.median(undelayed),
-            "ratio_per_rep": per_rep, "undelayed_spread": spread(undelayed), "predicted_spread": spread(predicted),
-            "replay_error": max(d["replay_error"] for d in docs),
-            "peer_sleep_us": sleep,
-            "peer_sleep_ratio": statistics.median([a / b for a, b in sleep if b]) if any(b for _, b in sleep) else None,
-            "parts": {k: {"undelayed_us": base_parts.get(k, 0.0), "predicted_us": pred_parts.get(k, 0.0)}
-                      for k in sorted(set(base_parts) | set(pred_parts))}}
+    return {
+        "workload": workload + " alt",
+        "shape": shape,
+        "reps": reps,
+        "run_s": run_s,
+        "load_before": load_before,
+        "load_after": load_after,
+        "notes": sorted({n for d in docs for n in d["notes"]}),
+        "predicted_us": predicted,
+        "undelayed_us": undelayed,
+        "delayed_measured_us": [x for d in late for x in d["measured_us"]],
+        "ratio": statistics.median(predicted) / statistics.median(undelayed),
+        "ratio_per_rep": per_rep,
+        "undelayed_spread": spread(undelayed),
+        "predicted_spread": spread(predicted),
+        "replay_error": max(d["replay_error"] for d in docs),
+        "peer_sleep_us": sleep,
+        "peer_sleep_ratio": statistics.median([a / b for a, b in sleep if b]) if any(b for _, b in sleep) else None,
+        "parts": {
+            k: {"undelayed_us": base_parts.get(k, 0.0), "predicted_us": pred_parts.get(k, 0.0)}
+            for k in sorted(set(base_parts) | set(pred_parts))
+        },
+    }
 
 
 def _leaf_ops(path: Path) -> dict[int, tuple[list[dict], list[dict]]]:
     """step -> (the leaf CPU ops of the rank's step thread, in order, c10d calls left out; its tracekit:delay)."""
     with gzip.open(path) as fh:
         xs = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]), e["tid"]) for e in xs
-                   if e["name"].startswith("ProfilerStep#"))
-    ops = sorted((e for e in xs if steps and e["tid"] == steps[0][3] and e.get("cat") == "cpu_op"),
-                 key=lambda e: (e["ts"], -e["dur"]))
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]), e["tid"]) for e in xs if e["name"].startswith("ProfilerStep#")
+    )
+    ops = sorted(
+        (e for e in xs if steps and e["tid"] == steps[0][3] and e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"])
+    )
     out = {}
     for lo, hi, n, _ in steps:
         inside = [e for e in ops if lo <= e["ts"] < hi]
         leaves = [e for i, e in enumerate(inside) if not (i + 1 < len(inside) and inside[i + 1]["ts"] < e["ts"] + e["dur"])]
-        out[n] = ([e for e in leaves if not e["name"].startswith("c10d::")],
-                  [e for e in xs if e["name"] == "tracekit:delay" and lo <= e["ts"] < hi])
+        out[n] = (
+            [e for e in leaves if not e["name"].startswith("c10d::")],
+            [e for e in xs if e["name"] == "tracekit:delay" and lo <= e["ts"] < hi],
+        )
     return out
 
 
@@ -230,15 +272,19 @@ def table(results: list[dict]) -> str:
     for r in results:
         med_u, med_p = statistics.median(r["undelayed_us"]), statistics.median(r["predicted_us"])
         lo, hi = min(r["ratio_per_rep"]), max(r["ratio_per_rep"])
-        lines.append(f"{r['workload']:<8} {'step (median)':<22} {med_u / 1e3:>9.2f}ms {med_p / 1e3:>9.2f}ms "
-                     f"{r['ratio']:>6.3f}  per rep {lo:.3f}-{hi:.3f}; IQR/median undelayed "
-                     f"{100 * r['undelayed_spread']:.0f} %, predicted {100 * r['predicted_spread']:.0f} %; "
-                     f"{len(r['undelayed_us'])} steps; load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}")
+        lines.append(
+            f"{r['workload']:<8} {'step (median)':<22} {med_u / 1e3:>9.2f}ms {med_p / 1e3:>9.2f}ms "
+            f"{r['ratio']:>6.3f}  per rep {lo:.3f}-{hi:.3f}; IQR/median undelayed "
+            f"{100 * r['undelayed_spread']:.0f} %, predicted {100 * r['predicted_spread']:.0f} %; "
+            f"{len(r['undelayed_us'])} steps; load {r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}"
+        )
         if r.get("peer_sleep_ratio") is not None:
             a, b = sum(x for x, _ in r["peer_sleep_us"]), sum(y for _, y in r["peer_sleep_us"])
-            lines.append(f"{'':<8} {'r0 ops in r1 sleep':<22} {b / 1e3:>9.2f}ms {a / 1e3:>9.2f}ms "
-                         f"{r['peer_sleep_ratio']:>6.2f}  rank 0's leaf ops while rank 1 sleeps vs the same ops in "
-                         f"undelayed steps (median ratio over {len(r['peer_sleep_us'])} steps)")
+            lines.append(
+                f"{'':<8} {'r0 ops in r1 sleep':<22} {b / 1e3:>9.2f}ms {a / 1e3:>9.2f}ms "
+                f"{r['peer_sleep_ratio']:>6.2f}  rank 0's leaf ops while rank 1 sleeps vs the same ops in "
+                f"undelayed steps (median ratio over {len(r['peer_sleep_us'])} steps)"
+            )
         for k, v in r["parts"].items():
             u, p = v["undelayed_us"], v["predicted_us"]
             if max(u, p) >= 0.005 * med_u:
@@ -259,14 +305,26 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--alternate", action=argparse.BooleanOptionalAction, default=True,
-                    help="also run each workload with the delay on every other step (TRACEKIT_DELAY_EVERY=2)")
+    ap.add_argument(
+        "--alternate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run each workload with the delay on every other step (TRACEKIT_DELAY_EVERY=2)",
+    )
     ap.add_argument("--out", default="benchmarks/results-straggler.json")
     ap.add_argument("--keep", help="write the runs here (default: a temporary directory, removed)")
     args = ap.parse_args(argv)
     os.environ["TRACEKIT_PIN_CPUS"] = "1"
-    shape = dict(layers=args.layers, seq=args.seq, hidden=args.hidden, heads=args.heads, batch=args.batch,
-                 steps=args.steps, warmup=args.warmup, wait=args.wait)
+    shape = dict(
+        layers=args.layers,
+        seq=args.seq,
+        hidden=args.hidden,
+        heads=args.heads,
+        batch=args.batch,
+        steps=args.steps,
+        warmup=args.warmup,
+        wait=args.wait,
+    )
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
@@ -275,9 +333,16 @@ def main(argv=None) -> int:
             results.append(experiment(wl, shape, args.reps, base))
             if args.alternate:
                 results.append(experiment_alternate(wl, shape, args.reps, base))
-    doc = {"benchmark": "straggler", "spec": SPEC, "delay": "1:40", "python": sys.version.split()[0],
-           "machine": platform.machine(), "cpus": os.cpu_count(), "wall_s": time.perf_counter() - t0,
-           "results": results}
+    doc = {
+        "benchmark": "straggler",
+        "spec": SPEC,
+        "delay": "1:40",
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "wall_s": time.perf_counter() - t0,
+        "results": results,
+    }
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(table(results))
     print(f"wall {doc['wall_s']:.0f} s; JSON: {args.out}")

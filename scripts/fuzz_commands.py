@@ -91,8 +91,7 @@ def main() -> int:
         f = tmp / f"case{i}.json"
         f.write_text(json.dumps(doc))
         for argv in commands(f, tmp):
-            o = run_case(Case(f"{src.name}#{i}", "fuzz", argv, (0, 1, 2, 3) if argv[0] == "check" else (0, 2, 3)),
-                         tmp / "cache")
+            o = run_case(Case(f"{src.name}#{i}", "fuzz", argv, (0, 1, 2, 3) if argv[0] == "check" else (0, 2, 3)), tmp / "cache")
             runs += 1
             verdicts[o.defect or f"exit {o.rc}"] += 1
             if o.defect:

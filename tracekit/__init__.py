@@ -23,19 +23,52 @@ if TYPE_CHECKING:
 
 # public name -> the module that defines it
 _LAZY = {
-    "Analysis": "tracekit.analyzers", "analyze": "tracekit.analyzers",
+    "Analysis": "tracekit.analyzers",
+    "analyze": "tracekit.analyzers",
     **{n: "tracekit.analyzers.memory.activation_model" for n in ("MemoryConfig", "activation_model")},
-    "LoadOptions": "tracekit.loader", "load": "tracekit.loader",
-    **{n: "tracekit.model" for n in ("CpKind", "Dimension", "EventKind", "EventTable", "ParallelLayout", "ProcessGroup",
-                                     "RankInfo", "RunMetadata", "TraceSet")},
+    "LoadOptions": "tracekit.loader",
+    "load": "tracekit.loader",
+    **{
+        n: "tracekit.model"
+        for n in (
+            "CpKind",
+            "Dimension",
+            "EventKind",
+            "EventTable",
+            "ParallelLayout",
+            "ProcessGroup",
+            "RankInfo",
+            "RunMetadata",
+            "TraceSet",
+        )
+    },
     "profile": "tracekit.collectors.profile",
 }
 
 __all__ = [
-    "Analysis", "ConfigError", "CpKind", "Dimension", "EmptyWindowError", "EventKind", "EventTable", "MemoryConfig",
-    "MissingRankError", "ParallelLayout", "ProcessGroup", "RankInfo", "RunMetadata", "TraceFormatError",
-    "TraceSet", "TracekitError", "__version__", "LoadOptions", "activation_memory", "activation_model", "analyze",
-    "load", "profile",
+    "Analysis",
+    "ConfigError",
+    "CpKind",
+    "Dimension",
+    "EmptyWindowError",
+    "EventKind",
+    "EventTable",
+    "MemoryConfig",
+    "MissingRankError",
+    "ParallelLayout",
+    "ProcessGroup",
+    "RankInfo",
+    "RunMetadata",
+    "TraceFormatError",
+    "TraceSet",
+    "TracekitError",
+    "__version__",
+    "LoadOptions",
+    "activation_memory",
+    "activation_model",
+    "analyze",
+    "load",
+    "profile",
 ]
 
 

@@ -101,8 +101,10 @@ def budgets_from_marker(marker) -> list:
     exprs.extend([budgets] if isinstance(budgets, str) else list(budgets))
     exprs.extend(marker.args if marker is not None else ())
     if kwargs:
-        raise ConfigError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(sorted(kwargs))}; "
-                          "use min_overlap_ratio, max_exposed_comm_share, budgets")
+        raise ConfigError(
+            f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(sorted(kwargs))}; "
+            "use min_overlap_ratio, max_exposed_comm_share, budgets"
+        )
     return [parse_budget(e) for e in exprs]
 
 
@@ -110,8 +112,10 @@ def overlap_failures(summary, budgets) -> list[str]:
     """One line per violated budget; a run with no communication is itself a failure."""
     comm = summary.stat("comm_us")
     if comm is None or comm.median <= 0:
-        return ["no communication recorded in the test body: nothing to hold the overlap budget against "
-                "(did the collectives run in this process?)"]
+        return [
+            "no communication recorded in the test body: nothing to hold the overlap budget against "
+            "(did the collectives run in this process?)"
+        ]
     return [r.message for b in budgets for r in b.evaluate(summary) if not r.passed]
 
 
@@ -124,13 +128,21 @@ def _out_dir(item) -> Path:
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("tracekit")
-    group.addoption("--tracekit-dir", dest="tracekit_dir", metavar="DIR", default=None,
-                    help="keep the traces of @pytest.mark.tracekit_overlap tests under DIR")
+    group.addoption(
+        "--tracekit-dir",
+        dest="tracekit_dir",
+        metavar="DIR",
+        default=None,
+        help="keep the traces of @pytest.mark.tracekit_overlap tests under DIR",
+    )
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}(min_overlap_ratio=None, max_exposed_comm_share=None, budgets=()): "
-                            "profile the test body and fail it when the overlap budget is violated")
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(min_overlap_ratio=None, max_exposed_comm_share=None, budgets=()): "
+        "profile the test body and fail it when the overlap budget is violated",
+    )
 
 
 @pytest.fixture

@@ -26,16 +26,17 @@ def test_every_lazy_name_resolves_and_none_is_a_submodule(name):
 
 
 def test_a_submodule_import_leaves_the_gate_functions_callable():
-    code = ("import tracekit.gate.diff, tracekit.gate.compare, tracekit.gate as g; "
-            "assert callable(g.diff) and callable(g.compare)")
+    code = "import tracekit.gate.diff, tracekit.gate.compare, tracekit.gate as g; assert callable(g.diff) and callable(g.compare)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_reading_a_saved_summary_imports_no_pandas():
     """What a warm `tracekit analyze` imports (tracekit/formats/analysis_cache.py) and the reporters' table:
     neither pulls in pandas or pyarrow through a package's __init__."""
-    code = ("import sys, tracekit.cli.analyze, tracekit.cli.output, tracekit.formats.analysis_cache, tracekit.reports; "
-            "from tracekit.cli.common import input_files; input_files(['.']); "
-            "heavy = [m for m in ('pandas', 'pyarrow', 'rich', 'jinja2') if m in sys.modules]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, tracekit.cli.analyze, tracekit.cli.output, tracekit.formats.analysis_cache, tracekit.reports; "
+        "from tracekit.cli.common import input_files; input_files(['.']); "
+        "heavy = [m for m in ('pandas', 'pyarrow', 'rich', 'jinja2') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

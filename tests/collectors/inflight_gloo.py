@@ -51,8 +51,9 @@ def rank_main(rank: int, port: int, out: str, release: bool, mb: int = MB) -> No
         for work in works:
             work.wait()
     dist.barrier()
-    print(json.dumps({"rank": rank, "steps": STEPS, "traces": [str(t) for t in p.trace_paths],
-                      "problems": p.problems}), flush=True)
+    print(
+        json.dumps({"rank": rank, "steps": STEPS, "traces": [str(t) for t in p.trace_paths], "problems": p.problems}), flush=True
+    )
     if release:
         del works, work
         gc.collect()
@@ -67,8 +68,10 @@ def one_try(out: str, release: bool, timeout: float = 300, mb: int = MB) -> dict
     cmd = [sys.executable, "-m", "tests.collectors.inflight_gloo", "--rank", "{r}", "--port", str(port), "--mb", str(mb), out]
     if release:
         cmd.append("--release")
-    procs = [subprocess.Popen([c.format(r=r) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen([c.format(r=r) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(2)
+    ]
     results = []
     for proc in procs:
         try:
@@ -97,8 +100,12 @@ def main(argv=None) -> int:
     for i in range(args.tries):
         res = one_try(os.path.join(args.out, f"try{i}"), args.release, mb=args.mb)
         crashed += any(rc != 0 for rc in res["exit_codes"])
-        print(json.dumps({"try": i, "exit_codes": res["exit_codes"],
-                          "finished": [r["finished"] is not None for r in res["ranks"]]}), flush=True)
+        print(
+            json.dumps(
+                {"try": i, "exit_codes": res["exit_codes"], "finished": [r["finished"] is not None for r in res["ranks"]]}
+            ),
+            flush=True,
+        )
     print(json.dumps({"tries": args.tries, "crashed": crashed, "release": args.release}), flush=True)
     return 0
 

@@ -75,12 +75,14 @@ def test_built_in_layer_measures_the_model_exactly(measured, shape, workload, tp
 def test_run_json_configures_the_same_model(measured):
     """What analyze compares with comes from run.json: it must be the model the test computed itself."""
     from tracekit.analyzers.memory.activation_run import activation_from_dir
+
     for (shape, workload, tp), (per_rank, out_dir) in measured.items():
         comparison, warnings = activation_from_dir(out_dir)
         assert not warnings
         assert comparison.model.total_bytes == _model(shape, tp, workload == "tp-sp")
-        assert {(r.rank, r.layer): r.measured_bytes for r in comparison.layers} == \
-            {(rank, i): b for rank, layers in per_rank.items() for i, b in enumerate(layers)}
+        assert {(r.rank, r.layer): r.measured_bytes for r in comparison.layers} == {
+            (rank, i): b for rank, layers in per_rank.items() for i, b in enumerate(layers)
+        }
 
 
 def _fit(m1: int, m2: int) -> tuple[int, int]:
@@ -110,15 +112,40 @@ def test_tracekit_run_then_analyze_reports_measured_equal_model(tmp_path):
     from click.testing import CliRunner
 
     from tracekit.cli import cli
+
     s, b, h, a = SHAPES[0]
-    run = CliRunner().invoke(cli, ["run", "--workload", "tp-sp", "--activation-memory", "--dtype", "bf16",
-                                   "--layers", "1", "--steps", "1", "--seq", str(s), "--batch", str(b),
-                                   "--hidden", str(h), "--heads", str(a), "--out", str(tmp_path)])
+    run = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            "tp-sp",
+            "--activation-memory",
+            "--dtype",
+            "bf16",
+            "--layers",
+            "1",
+            "--steps",
+            "1",
+            "--seq",
+            str(s),
+            "--batch",
+            str(b),
+            "--hidden",
+            str(h),
+            "--heads",
+            str(a),
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert run.exit_code == 0, run.output
     want = _model(SHAPES[0], 2, True)
     assert f"{want:>12,} {want:>12,} {0:>+9,}" in run.output  # the summary's measured / model / delta row
     out = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--format", "json"])
     assert out.exit_code == 0, out.output
     rows = json.loads(out.output)["activation_memory"]["layers"]
-    assert [(r["rank"], r["layer"], r["measured_bytes"], r["model_bytes"]) for r in rows] == \
-        [(0, 0, want, want), (1, 0, want, want)]
+    assert [(r["rank"], r["layer"], r["measured_bytes"], r["model_bytes"]) for r in rows] == [
+        (0, 0, want, want),
+        (1, 0, want, want),
+    ]

@@ -48,8 +48,7 @@ class _Addresses:
 
     def reused(self) -> bool:
         """Some microbatch saved into an address an earlier microbatch of the step had saved into."""
-        return any(self.per_microbatch[k] & set().union(*self.per_microbatch[:k])
-                   for k in range(1, len(self.per_microbatch)))
+        return any(self.per_microbatch[k] & set().union(*self.per_microbatch[:k]) for k in range(1, len(self.per_microbatch)))
 
 
 def test_a_freed_storage_at_a_reused_address_counts_anew():
@@ -154,19 +153,35 @@ def test_pp_per_layer_table_sums_the_microbatches(tmp_path):
     from tracekit.reports.workload import WorkloadDigest
 
     m, s, batch, h, a = 4, 32, 8, 32, 4
-    cfg = WorkloadConfig(workload="pp", pp=2, microbatches=m, layers=2, seq=s, batch=batch, hidden=h, heads=a,
-                         dropout=0.1, steps=1, wait=0, warmup=1, activation_memory=True)
+    cfg = WorkloadConfig(
+        workload="pp",
+        pp=2,
+        microbatches=m,
+        layers=2,
+        seq=s,
+        batch=batch,
+        hidden=h,
+        heads=a,
+        dropout=0.1,
+        steps=1,
+        wait=0,
+        warmup=1,
+        activation_memory=True,
+    )
     [result] = run_batch([(cfg, tmp_path / "pp")])
-    layer = activation_model(MemoryConfig(s, batch // m, h, a, bytes_per_element=4, mask_bytes=1,
-                                          layernorm_stat_bytes=4)).total_bytes
+    layer = activation_model(
+        MemoryConfig(s, batch // m, h, a, bytes_per_element=4, mask_bytes=1, layernorm_stat_bytes=4)
+    ).total_bytes
     per_stage = {p["stage"]: p for p in result.pipeline}
     assert len(result.activation_paths) == 2
     for path in result.activation_paths:
         got = read_activation(path)
         stage = got.rank  # pp only: rank = stage
         assert [x.measured_bytes for x in got.layers] == [m * layer]
-        assert per_stage[stage]["microbatch_bytes"] == [got.layers[0].measured_bytes // m
-                                                       + (s * (batch // m) * h * 4 if stage == 1 else 0)] * m
+        assert (
+            per_stage[stage]["microbatch_bytes"]
+            == [got.layers[0].measured_bytes // m + (s * (batch // m) * h * 4 if stage == 1 else 0)] * m
+        )
         assert got.last.saved_bytes == sum(per_stage[stage]["microbatch_bytes"])
     comparison, warnings = activation_from_dir(result.out_dir)
     assert not warnings and comparison is not None

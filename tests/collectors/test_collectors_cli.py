@@ -14,8 +14,28 @@ from tracekit.collectors.manifest import read as read_manifest
 
 @pytest.mark.slow
 def test_run_tp_sp_cp_ring_on_four_processes(tmp_path):
-    args = ["run", "--workload", "tp-sp+cp-ring", "--tp", "2", "--cp", "2", "--layers", "1", "--seq", "32",
-            "--hidden", "32", "--heads", "4", "--steps", "1", "--overlap", "--out", str(tmp_path)]
+    args = [
+        "run",
+        "--workload",
+        "tp-sp+cp-ring",
+        "--tp",
+        "2",
+        "--cp",
+        "2",
+        "--layers",
+        "1",
+        "--seq",
+        "32",
+        "--hidden",
+        "32",
+        "--heads",
+        "4",
+        "--steps",
+        "1",
+        "--overlap",
+        "--out",
+        str(tmp_path),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "traces: 4 in" in result.output and "sp" in result.output
@@ -32,6 +52,5 @@ def test_run_tp_sp_cp_ring_on_four_processes(tmp_path):
 
 
 def test_bad_layout_is_a_usage_error(tmp_path):
-    result = CliRunner().invoke(cli, ["run", "--workload", "ulysses", "--cp", "3", "--heads", "8", "--out",
-                                      str(tmp_path)])
+    result = CliRunner().invoke(cli, ["run", "--workload", "ulysses", "--cp", "3", "--heads", "8", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "heads" in result.output

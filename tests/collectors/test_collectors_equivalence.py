@@ -12,8 +12,7 @@ from tracekit.collectors.workloads.runner import run_batch
 
 SHAPE = dict(layers=2, seq=32, hidden=32, heads=8, batch=2, dropout=0.0, steps=1)
 TWO = ["tp", "tp-sp", "cp-ring", "ulysses", "dp"]
-FOUR = [("tp-sp+cp-ring", {}), ("tp+dp", {}), ("tp+ulysses", {}), ("cp-ring", {"cp": 4}), ("tp-sp+dp", {}),
-        ("ulysses+dp", {})]
+FOUR = [("tp-sp+cp-ring", {}), ("tp+dp", {}), ("tp+ulysses", {}), ("cp-ring", {"cp": 4}), ("tp-sp+dp", {}), ("ulysses+dp", {})]
 
 
 def _configs(entries, **extra):
@@ -28,8 +27,13 @@ def _check(cfg, result, rtol, atol):
         want = expected_shard(ref_grads, cfg.layers, lay.tp, state["coords"][2])
         assert set(state["grads"]) == set(want)
         for name, got in state["grads"].items():
-            np.testing.assert_allclose(got, want[name].numpy(), rtol=rtol, atol=atol,
-                                       err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}")
+            np.testing.assert_allclose(
+                got,
+                want[name].numpy(),
+                rtol=rtol,
+                atol=atol,
+                err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}",
+            )
 
 
 @pytest.mark.slow

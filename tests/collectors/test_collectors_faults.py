@@ -96,8 +96,13 @@ FSIZE_SCRIPT = textwrap.dedent("""
 def test_file_size_limit_mid_export(tmp_path):
     """RLIMIT_FSIZE: the profiler's own (C++) writer is cut off mid-trace and does not say so; tracekit's
     check of the written file catches it."""
-    out = subprocess.run([sys.executable, "-c", FSIZE_SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out = subprocess.run(
+        [sys.executable, "-c", FSIZE_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["done"] and res["traces"] == []
@@ -108,8 +113,9 @@ def test_file_size_limit_mid_export(tmp_path):
 def test_a_rank_dying_mid_run_does_not_hang_its_peer(tmp_path):
     port = free_port()
     queue = mp.get_context("spawn").SimpleQueue()
-    procs = mp.start_processes(fault_ranks.dies_mid_run, args=(2, port, str(tmp_path), queue, 3), nprocs=2,
-                               start_method="spawn", join=False)
+    procs = mp.start_processes(
+        fault_ranks.dies_mid_run, args=(2, port, str(tmp_path), queue, 3), nprocs=2, start_method="spawn", join=False
+    )
     rank0 = procs.processes[0]
     rank0.join(120)  # a guard against a hang, not a timing assertion: gloo's 4 s timeout ends the wait
     assert rank0.exitcode == 0

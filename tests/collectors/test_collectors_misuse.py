@@ -74,7 +74,8 @@ def test_step_before_entry_and_after_exit_does_nothing(tmp_path):
     assert _steps_in(p.trace_paths[0]) == [0, 1]
     assert p.overhead is not None and p.overhead.steps == 2
     assert [m for m in p.problems if "step() called outside" in m] == [
-        "rank 0: step() called outside `with tracekit.profile(...)`; ignored"]  # reported once, not per call
+        "rank 0: step() called outside `with tracekit.profile(...)`; ignored"
+    ]  # reported once, not per call
 
 
 def test_two_profiles_in_sequence_both_record(tmp_path):
@@ -121,13 +122,16 @@ def test_no_step_call_at_all(tmp_path):
         _one_step(w)  # the loop never calls p.step() (this rank had no batches, or the call was forgotten)
     assert p.overhead is not None and p.overhead.steps == 0
     # the schedule records from step 0, so torch.profiler wrote the whole block as its step 0
-    assert p.problems == ["rank 0: step() was never called, the whole block was recorded as one step (call p.step() "
-                          "at the end of every training step)"]
+    assert p.problems == [
+        "rank 0: step() was never called, the whole block was recorded as one step (call p.step() "
+        "at the end of every training step)"
+    ]
     assert _steps_in(p.trace_paths[0]) == [0]
     with tracekit.profile(tmp_path / "later", wait=1, warmup=0, active=2) as p:
         _one_step(w)
-    assert p.trace_paths == [] and p.problems[0].endswith("step() was never called, nothing was recorded (call "
-                                                          "p.step() at the end of every training step)")
+    assert p.trace_paths == [] and p.problems[0].endswith(
+        "step() was never called, nothing was recorded (call p.step() at the end of every training step)"
+    )
 
 
 @pytest.mark.parametrize("schedule", [{"active": 0}, {"wait": -1}, {"active": "3"}])
@@ -183,8 +187,7 @@ class _Squares(torch.utils.data.Dataset):
 
 def test_dataloader_workers_forked_inside_the_profiled_loop(tmp_path):
     w = torch.randn(16, 16, requires_grad=True)
-    loader = torch.utils.data.DataLoader(_Squares(), batch_size=2, num_workers=2,
-                                         multiprocessing_context="fork")
+    loader = torch.utils.data.DataLoader(_Squares(), batch_size=2, num_workers=2, multiprocessing_context="fork")
     seen = []
     with tracekit.profile(tmp_path, wait=0, warmup=0, active=3) as p:
         for _epoch in range(2):  # a new set of forked workers per epoch, the second one while recording
@@ -220,8 +223,16 @@ def test_a_rank_that_never_calls_step_does_not_hold_up_its_peer(tmp_path):
     """tracekit issues no collective in step() or at exit, so the ranks' profilers need not agree."""
     port = str(free_port())
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    procs = [subprocess.Popen([sys.executable, "-c", NO_STEP_RANK, str(r), port, str(tmp_path)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", NO_STEP_RANK, str(r), port, str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
     outs = [p.communicate(timeout=180) for p in procs]  # a guard against a hang, not a timing assertion
     assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for _, e in outs]
     r0, r1 = (json.loads(o.strip().splitlines()[-1]) for o, _ in outs)

@@ -62,11 +62,13 @@ class _TwoLayers(torch.nn.Module):
 
 def test_activation_memory_per_layer_and_peaks(tmp_path):
     import json
+
     torch.manual_seed(0)
     net, x = _TwoLayers(), torch.randn(4, 16, requires_grad=True)
     dims = {"seq": 4, "batch": 1, "hidden": 16, "heads": 1}
-    with tracekit.profile(tmp_path, wait=1, warmup=0, active=2, activation_memory=True, model=net,
-                          layers="layers", model_dims=dims) as p:
+    with tracekit.profile(
+        tmp_path, wait=1, warmup=0, active=2, activation_memory=True, model=net, layers="layers", model_dims=dims
+    ) as p:
         for _ in range(4):
             net(x).sum().backward()
             p.step()
@@ -74,8 +76,7 @@ def test_activation_memory_per_layer_and_peaks(tmp_path):
     assert doc["schema"] == "tracekit.activation_memory/1" and doc["rank"] == 0 and len(doc["steps"]) == 4
     # by hand, fp32: layer 0's addmm saves x (4x16); relu, run by the top-level module outside any layer,
     # saves its output (4x32), which layer 1's addmm saves again: one storage, counted once, where first saved
-    per_step = [(s["step"], [x["measured_bytes"] for x in s["layers"]], s["outside_layers_bytes"])
-                for s in doc["steps"]]
+    per_step = [(s["step"], [x["measured_bytes"] for x in s["layers"]], s["outside_layers_bytes"]) for s in doc["steps"]]
     assert per_step == [(i, [4 * 16 * 4, 0], 4 * 32 * 4) for i in range(4)]
     # peaks only where the profiler recorded (steps 1 and 2), and at least what the step allocated for grads
     peaks = [s["peak_over_start_bytes"] for s in doc["steps"]]

@@ -46,8 +46,18 @@ def _key(a):
     return (dim, a.op) if a.op == "all_reduce" and dim == "dp" else (dim, a.op, a.in_nelems, a.out_nelems)
 
 
-CASES = [("tp", False), ("tp", True), ("tp-sp", False), ("tp-sp", True), ("cp-ring", False), ("cp-ring", True),
-         ("ulysses", False), ("ulysses", True), ("dp", False), ("dp", True)]
+CASES = [
+    ("tp", False),
+    ("tp", True),
+    ("tp-sp", False),
+    ("tp-sp", True),
+    ("cp-ring", False),
+    ("cp-ring", True),
+    ("ulysses", False),
+    ("ulysses", True),
+    ("dp", False),
+    ("dp", True),
+]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +86,8 @@ def test_collectives_per_step(runs, index):
         n_comm = sum(len(s) for s in steps)
         spans = gloo_spans(trace)
         assert len(spans) >= n_comm and {e["tid"] for e in spans}.isdisjoint(
-            {e["tid"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
+            {e["tid"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}
+        )
 
 
 @pytest.mark.slow
@@ -91,4 +102,4 @@ def test_manifest_names_every_group(runs):
                 for a in anns:
                     g = groups[a.pg_name]
                     assert g["desc"] == a.pg_desc and g["ranks"] == list(a.ranks_tuple)
-                    assert manifest["group_dimensions"][a.pg_name] == g["dimension"] == a.pg_desc[len("tracekit:"):]
+                    assert manifest["group_dimensions"][a.pg_name] == g["dimension"] == a.pg_desc[len("tracekit:") :]

@@ -22,8 +22,7 @@ from tracekit.collectors.workloads.layer import Parallel, full_input, full_weigh
 from tracekit.collectors.workloads.moe import moe_weights
 from tracekit.collectors.workloads.runner import run_batch
 
-SHAPE = dict(layers=2, seq=32, hidden=32, heads=8, batch=2, dropout=0.0, steps=1, experts=4, top_k=2,
-             capacity_factor=1.0, seed=3)
+SHAPE = dict(layers=2, seq=32, hidden=32, heads=8, batch=2, dropout=0.0, steps=1, experts=4, top_k=2, capacity_factor=1.0, seed=3)
 
 
 def routing_groups(cfg) -> list[list[int]]:
@@ -87,7 +86,7 @@ def reference(cfg, stats, dtype=torch.float32) -> tuple[float, dict[str, torch.T
         x = x + ctx @ w["proj"].t()
         ln2 = F.layer_norm(x, (h,), w["ln2_w"], w["ln2_b"])
         x = x + moe_reference(ln2.reshape(s * b, h), w, groups, cfg, stats).view(s, b, h)
-    loss = (x ** 2).sum() / (s * b * h)
+    loss = (x**2).sum() / (s * b * h)
     loss.backward()
     return float(loss.detach()), {f"{i}.{k}": v.grad for i, w in enumerate(weights) for k, v in w.items()}
 
@@ -97,8 +96,12 @@ def expected(grads, cfg, rank) -> dict[str, torch.Tensor]:
     lay = cfg.layout()
     d, c, t = coords(lay, rank)
     ep_index = (d * lay.cp + c) % lay.ep
-    shard = {"qkv": lambda g: g.chunk(lay.tp, 0)[t], "proj": lambda g: g.chunk(lay.tp, 1)[t],
-             "w1": lambda g: g.chunk(lay.ep, 0)[ep_index], "w2": lambda g: g.chunk(lay.ep, 0)[ep_index]}
+    shard = {
+        "qkv": lambda g: g.chunk(lay.tp, 0)[t],
+        "proj": lambda g: g.chunk(lay.tp, 1)[t],
+        "w1": lambda g: g.chunk(lay.ep, 0)[ep_index],
+        "w2": lambda g: g.chunk(lay.ep, 0)[ep_index],
+    }
     return {k: shard.get(k.split(".", 1)[1], lambda g: g)(g) for k, g in grads.items()}
 
 
@@ -123,13 +126,17 @@ def _run_and_check(tmp_path, configs, rtol, atol):
             want = expected(ref_grads, cfg, state["rank"])
             assert set(state["grads"]) == set(want)
             for name, got in state["grads"].items():
-                np.testing.assert_allclose(got, want[name].float().numpy(), rtol=rtol, atol=atol,
-                                           err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}")
+                np.testing.assert_allclose(
+                    got,
+                    want[name].float().numpy(),
+                    rtol=rtol,
+                    atol=atol,
+                    err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}",
+                )
 
 
 def _configs(entries, **extra):
-    return [WorkloadConfig(workload=w, overlap=ov, **{**SHAPE, **extra, **kw}) for w, kw in entries
-            for ov in (False, True)]
+    return [WorkloadConfig(workload=w, overlap=ov, **{**SHAPE, **extra, **kw}) for w, kw in entries for ov in (False, True)]
 
 
 @pytest.mark.slow

@@ -13,24 +13,44 @@ import tracekit
 from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.collectors.workloads.runner import run_batch
 
-SHAPE = dict(layers=1, seq=32, hidden=32, heads=8, batch=2, steps=2, wait=1, warmup=1, dropout=0.0, experts=4,
-             top_k=2, capacity_factor=1.25, activation_memory=True)
+SHAPE = dict(
+    layers=1,
+    seq=32,
+    hidden=32,
+    heads=8,
+    batch=2,
+    steps=2,
+    wait=1,
+    warmup=1,
+    dropout=0.0,
+    experts=4,
+    top_k=2,
+    capacity_factor=1.25,
+    activation_memory=True,
+)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("ep")
-    jobs = [(WorkloadConfig(workload="ep", overlap=False, **SHAPE), base / "plain"),
-            (WorkloadConfig(workload="ep", overlap=True, **SHAPE), base / "overlap"),
-            (WorkloadConfig(workload="dp", **SHAPE), base / "dense")]
+    jobs = [
+        (WorkloadConfig(workload="ep", overlap=False, **SHAPE), base / "plain"),
+        (WorkloadConfig(workload="ep", overlap=True, **SHAPE), base / "overlap"),
+        (WorkloadConfig(workload="dp", **SHAPE), base / "dense"),
+    ]
     results = run_batch(jobs)
-    return {name: (cfg, result, tracekit.analyze(tracekit.load(str(out), executor="serial")).to_dict())
-            for (cfg, out), result, name in zip(jobs, results, ("plain", "overlap", "dense"))}
+    return {
+        name: (cfg, result, tracekit.analyze(tracekit.load(str(out), executor="serial")).to_dict())
+        for (cfg, out), result, name in zip(jobs, results, ("plain", "overlap", "dense"))
+    }
 
 
 def _log(result) -> list[dict]:
-    return [json.loads(line) for r in range(result.world_size)
-            for line in (result.out_dir / f"ep_splits_r{r}.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)
+        for r in range(result.world_size)
+        for line in (result.out_dir / f"ep_splits_r{r}.jsonl").read_text().splitlines()
+    ]
 
 
 @pytest.mark.slow

@@ -52,26 +52,32 @@ def test_ep_and_expert_data_parallel_groups():
     assert group_ranks(ParallelLayout(cp=2, ep=2), "ep") == [[0, 1]]
 
 
-@pytest.mark.parametrize(("kw", "want"), [
-    ({"workload": "ep"}, dict(dp=2, ep=2, world_size=2)),
-    ({"workload": "ep", "ep": 4, "batch": 4}, dict(dp=4, ep=4, world_size=4)),
-    ({"workload": "cp-ring+ep"}, dict(dp=1, cp=2, ep=2, world_size=2)),
-    ({"workload": "tp-sp+ep"}, dict(tp=2, dp=2, ep=2, world_size=4)),
-    ({"workload": "dp+ep", "dp": 4, "batch": 4}, dict(dp=4, ep=2, world_size=4)),
-])
+@pytest.mark.parametrize(
+    ("kw", "want"),
+    [
+        ({"workload": "ep"}, dict(dp=2, ep=2, world_size=2)),
+        ({"workload": "ep", "ep": 4, "batch": 4}, dict(dp=4, ep=4, world_size=4)),
+        ({"workload": "cp-ring+ep"}, dict(dp=1, cp=2, ep=2, world_size=2)),
+        ({"workload": "tp-sp+ep"}, dict(tp=2, dp=2, ep=2, world_size=4)),
+        ({"workload": "dp+ep", "dp": 4, "batch": 4}, dict(dp=4, ep=2, world_size=4)),
+    ],
+)
 def test_degrees(kw, want):
     lay = WorkloadConfig(**kw).validate()
     assert {k: lay[k] for k in want} == want
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"workload": "dp", "ep": 2}, "needs the ep workload"),
-    ({"workload": "pp+ep"}, "not built"),
-    ({"workload": "ep", "ep": 3, "dp": 2}, "must divide dp x cp"),
-    ({"workload": "ep", "experts": 3}, "--experts 3 must divide by --ep 2"),
-    ({"workload": "ep", "top_k": 5}, "--top-k 5"),
-    ({"workload": "ep", "capacity_factor": 0.0}, "--capacity-factor"),
-])
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"workload": "dp", "ep": 2}, "needs the ep workload"),
+        ({"workload": "pp+ep"}, "not built"),
+        ({"workload": "ep", "ep": 3, "dp": 2}, "must divide dp x cp"),
+        ({"workload": "ep", "experts": 3}, "--experts 3 must divide by --ep 2"),
+        ({"workload": "ep", "top_k": 5}, "--top-k 5"),
+        ({"workload": "ep", "capacity_factor": 0.0}, "--capacity-factor"),
+    ],
+)
 def test_bad_degrees_are_one_line_config_errors(kw, message):
     with pytest.raises(ConfigError, match=message) as info:
         WorkloadConfig(**kw).validate()

@@ -12,9 +12,13 @@ from tracekit.collectors.workloads.bubble import analytical_bubble, pipeline_sha
 def _summary(pp, m, ranks, world=None):
     """``ranks``: {rank: [(wall_us, compute_us, complete), ...]}."""
     model = {"seq": 8} if m is None else {"seq": 8, "microbatches": m}
-    return {"run": {"world_size": world or len(ranks), "layout": {"pp": pp}, "manifest": {"model": model}},
-            "ranks": [{"rank": r, "steps": [{"wall_us": w, "compute_us": c, "complete": ok} for w, c, ok in steps]}
-                      for r, steps in ranks.items()]}
+    return {
+        "run": {"world_size": world or len(ranks), "layout": {"pp": pp}, "manifest": {"model": model}},
+        "ranks": [
+            {"rank": r, "steps": [{"wall_us": w, "compute_us": c, "complete": ok} for w, c, ok in steps]}
+            for r, steps in ranks.items()
+        ],
+    }
 
 
 def test_analytical_is_the_1f1b_formula():
@@ -25,8 +29,16 @@ def test_analytical_is_the_1f1b_formula():
 
 def test_stages_from_ranks_with_median_and_range():
     # pp=2 over 4 ranks: ranks 0, 1 are stage 0 (its dp pair), 2, 3 stage 1
-    s = _summary(2, 4, {0: [(100, 80, True), (100, 70, True)], 1: [(100, 90, True)],
-                        2: [(200, 100, True), (100, 50, False)], 3: [(100, 75, True)]})
+    s = _summary(
+        2,
+        4,
+        {
+            0: [(100, 80, True), (100, 70, True)],
+            1: [(100, 90, True)],
+            2: [(200, 100, True), (100, 50, False)],
+            3: [(100, 75, True)],
+        },
+    )
     b0, b1 = stage_bubbles(s)
     assert (b0.stage, b0.ranks, b0.steps) == (0, (0, 1), 3)
     assert b0.measured == pytest.approx(0.2) and (b0.lowest, b0.highest) == pytest.approx((0.1, 0.3))
@@ -42,8 +54,13 @@ def test_no_pipeline_no_figure():
     assert stage_bubbles({"run": {}, "ranks": []}) == ()
 
 
-@pytest.mark.parametrize("args, what", [(["--layers", "3"], "--layers 3 must divide by --pp 2"),
-                                        (["--batch", "6", "--microbatches", "4"], "--dp x --microbatches (1 x 4)")])
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["--layers", "3"], "--layers 3 must divide by --pp 2"),
+        (["--batch", "6", "--microbatches", "4"], "--dp x --microbatches (1 x 4)"),
+    ],
+)
 def test_pp_shapes_that_do_not_split_are_usage_errors(tmp_path, args, what):
     from click.testing import CliRunner
 

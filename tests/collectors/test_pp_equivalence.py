@@ -25,8 +25,13 @@ def _check(cfg, result, rtol, atol):
         assert set(state["grads"]) == {n for n in want if int(n.split(".")[0]) // per == stage}
         seen |= set(state["grads"])
         for name, got in state["grads"].items():
-            np.testing.assert_allclose(got, want[name].numpy(), rtol=rtol, atol=atol,
-                                       err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}")
+            np.testing.assert_allclose(
+                got,
+                want[name].numpy(),
+                rtol=rtol,
+                atol=atol,
+                err_msg=f"{cfg.workload} overlap={cfg.overlap} rank {state['rank']} {name}",
+            )
     assert seen == set(ref_grads)  # every layer lives on some stage
 
 
@@ -36,8 +41,10 @@ def _run(tmp_path, configs):
 
 @pytest.mark.slow
 def test_two_stages_fp32_and_bf16(tmp_path):
-    configs = [WorkloadConfig(workload="pp", overlap=ov, dtype=dt, **SHAPE)
-               for dt, ov in (("fp32", False), ("fp32", True), ("bf16", True))]
+    configs = [
+        WorkloadConfig(workload="pp", overlap=ov, dtype=dt, **SHAPE)
+        for dt, ov in (("fp32", False), ("fp32", True), ("bf16", True))
+    ]
     for cfg, result in zip(configs, _run(tmp_path, configs)):
         assert result.world_size == 2
         assert [p["stage"] for p in result.pipeline] == [0, 1]
@@ -48,8 +55,11 @@ def test_two_stages_fp32_and_bf16(tmp_path):
 def test_four_processes(tmp_path):
     """Four stages (overlapped, counting the activations each stage holds: p - s under 1F1B), and two stages
     combined with dp (overlapped: buckets launch in the last microbatch's backward) and with tp-sp (plain)."""
-    entries = [("pp", dict(SHAPE, pp=4, layers=4, activation_memory=True), True), ("pp+dp", dict(SHAPE, batch=8), True),
-               ("tp-sp+pp", SHAPE, False)]
+    entries = [
+        ("pp", dict(SHAPE, pp=4, layers=4, activation_memory=True), True),
+        ("pp+dp", dict(SHAPE, batch=8), True),
+        ("tp-sp+pp", SHAPE, False),
+    ]
     configs = [WorkloadConfig(workload=w, overlap=ov, **kw) for w, kw, ov in entries]
     results = _run(tmp_path, configs)
     for cfg, result in zip(configs, results):

@@ -23,10 +23,10 @@ from tracekit.reports.workload import WorkloadDigest
 M = 4
 # Big enough that a microbatch's compute (~20 ms a stage on one core) dwarfs the host's overhead between
 # operators and each boundary's rendezvous; small enough for a few seconds.
-TIMED = dict(layers=2, seq=128, hidden=384, heads=8, batch=8, microbatches=M, dropout=0.0, steps=3, wait=1,
-             warmup=1)
-TINY = dict(layers=2, seq=32, hidden=32, heads=4, batch=8, microbatches=M, dropout=0.1, steps=1, wait=1, warmup=1,
-            activation_memory=True)
+TIMED = dict(layers=2, seq=128, hidden=384, heads=8, batch=8, microbatches=M, dropout=0.0, steps=3, wait=1, warmup=1)
+TINY = dict(
+    layers=2, seq=32, hidden=32, heads=4, batch=8, microbatches=M, dropout=0.1, steps=1, wait=1, warmup=1, activation_memory=True
+)
 # Measured on 2 shared cores at load average 5-7 (other processes on the cores): the median per-stage bubble
 # for p=2, m=4 (0.20) lay in 0.20-0.42 plain and 0.22-0.35 overlapped; the host's overhead only adds idle time.
 BELOW, ABOVE = 0.08, 0.25
@@ -37,8 +37,9 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("pp")
     configs = [WorkloadConfig(workload="pp", **TIMED), WorkloadConfig(workload="pp", **TINY)]
     results = run_batch([(c, base / str(i)) for i, c in enumerate(configs)])
-    return [(c, r, tracekit.analyze(tracekit.load(str(r.out_dir), executor="serial")).to_dict())
-            for c, r in zip(configs, results)]
+    return [
+        (c, r, tracekit.analyze(tracekit.load(str(r.out_dir), executor="serial")).to_dict()) for c, r in zip(configs, results)
+    ]
 
 
 @pytest.mark.slow
@@ -91,8 +92,9 @@ def test_in_flight_activations_match_1f1b(runs):
     stage also the loss's saved fp32 output)."""
     cfg, result, _ = runs[1]
     b = cfg.batch // M
-    layer = activation_model(MemoryConfig(cfg.seq, b, cfg.hidden, cfg.heads, bytes_per_element=4, mask_bytes=1,
-                                          layernorm_stat_bytes=4)).total_bytes
+    layer = activation_model(
+        MemoryConfig(cfg.seq, b, cfg.hidden, cfg.heads, bytes_per_element=4, mask_bytes=1, layernorm_stat_bytes=4)
+    ).total_bytes
     per = cfg.layers // 2
     for p in result.pipeline:
         s = p["stage"]

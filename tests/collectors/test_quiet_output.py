@@ -23,8 +23,7 @@ print("a python warning", file=sys.stderr)
 def _stderr(code: str, **env) -> str:
     import os
 
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, **env})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
     assert r.returncode == 0, r.stderr
     return r.stderr
 
@@ -35,14 +34,15 @@ def test_kineto_prints_usdt_lines_without_the_filter():
 
 
 def test_the_filter_drops_them_and_keeps_the_rest():
-    err = _stderr(PROFILE.format(install="from tracekit.collectors.quiet import quiet_profiler_chatter as q; "
-                                          "assert q()"))
+    err = _stderr(PROFILE.format(install="from tracekit.collectors.quiet import quiet_profiler_chatter as q; assert q()"))
     assert err.splitlines() == ["a line of the run", "a python warning"]
 
 
 def test_verbose_lets_them_through():
-    err = _stderr(PROFILE.format(install="from tracekit.collectors.quiet import quiet_profiler_chatter as q; "
-                                          "assert not q()"), TRACEKIT_VERBOSE="1")
+    err = _stderr(
+        PROFILE.format(install="from tracekit.collectors.quiet import quiet_profiler_chatter as q; assert not q()"),
+        TRACEKIT_VERBOSE="1",
+    )
     assert "profiler_start" in err
 
 

@@ -22,13 +22,11 @@ from tracekit.formats.comm_annotation import parse
 
 
 def _configs(entries, **extra):
-    return [WorkloadConfig(workload=w, overlap=ov, **{**SHAPE, **kw, **extra}) for w, kw in entries
-            for ov in (False, True)]
+    return [WorkloadConfig(workload=w, overlap=ov, **{**SHAPE, **kw, **extra}) for w, kw in entries for ov in (False, True)]
 
 
 def _run_and_check(tmp_path, configs, world, rtol, atol, profiled=False):
-    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(configs)], profiled=profiled,
-                        return_state=True)
+    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(configs)], profiled=profiled, return_state=True)
     for cfg, result in zip(configs, results):
         assert result.world_size == world
         _check(cfg, result, rtol=rtol, atol=atol)
@@ -39,8 +37,7 @@ def _run_and_check(tmp_path, configs, world, rtol, atol, profiled=False):
 def test_two_processes_fp32_and_bf16(tmp_path):
     fp32 = _configs([("zero3", {}), ("zero1", {})])
     bf16 = _configs([("zero3", {}), ("zero1", {})], dtype="bf16")
-    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(fp32 + bf16)], profiled=False,
-                        return_state=True)
+    results = run_batch([(c, tmp_path / str(i)) for i, c in enumerate(fp32 + bf16)], profiled=False, return_state=True)
     for cfg, result in zip(fp32 + bf16, results):
         assert result.world_size == 2
         _check(cfg, result, rtol=1e-4 if cfg.dtype == "fp32" else 5e-2, atol=1e-5 if cfg.dtype == "fp32" else 2e-2)
@@ -51,9 +48,11 @@ def test_four_processes_fp32_and_their_dimensions(tmp_path):
     # zero3 over 4 ranks (uneven: the flat buffer is padded), and sharded over dp on a tp-sp layout (the
     # sequence-parallel LayerNorm gradients are all-reduced over tp before the reduce-scatter); profiled, so the
     # analysis can say which dimension each collective served
-    configs = [*_configs([("zero3", {"dp": 4, "batch": 4})]),
-               WorkloadConfig(workload="tp-sp+zero3", overlap=True, **SHAPE),
-               WorkloadConfig(workload="tp+zero1", **SHAPE)]
+    configs = [
+        *_configs([("zero3", {"dp": 4, "batch": 4})]),
+        WorkloadConfig(workload="tp-sp+zero3", overlap=True, **SHAPE),
+        WorkloadConfig(workload="tp+zero1", **SHAPE),
+    ]
     results = _run_and_check(tmp_path, configs, 4, rtol=1e-4, atol=1e-5, profiled=True)
     want = [{"dp"}, {"dp"}, {"dp", "sp"}, {"dp", "tp"}]
     for cfg, result, dims in zip(configs, results, want):
@@ -94,8 +93,9 @@ def _max_in_flight(step) -> int:
     return most
 
 
-RUN = dict(layers=2, seq=32, hidden=64, heads=4, batch=2, dtype="bf16", dropout=0.1, steps=2, wait=0, warmup=1,
-           activation_memory=True)
+RUN = dict(
+    layers=2, seq=32, hidden=64, heads=4, batch=2, dtype="bf16", dropout=0.1, steps=2, wait=0, warmup=1, activation_memory=True
+)
 
 
 @pytest.fixture(scope="module")
@@ -172,4 +172,3 @@ def test_bad_delay_is_a_one_line_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "--delay 'one:40': expected RANK:MS" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
-

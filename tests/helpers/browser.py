@@ -14,9 +14,19 @@ from pathlib import Path
 
 import websocket
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--host-resolver-rules=MAP * ~NOTFOUND", "--remote-debugging-port=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--remote-debugging-port=0",
+]
 
 
 class Browser:
@@ -25,8 +35,12 @@ class Browser:
         if exe is None:
             raise RuntimeError("chromium is not installed: run `make browser` (Debian's chromium package)")
         self.profile = tempfile.mkdtemp(prefix="tk-chromium-")
-        self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [exe, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + timeout_s
         url = None
         while url is None and time.monotonic() < deadline:
@@ -55,13 +69,13 @@ class Browser:
 
     def load(self, path: Path, width: int = 1400, timeout_s: float = 30.0) -> Page:
         target = self._call(self.browser, "Target.createTarget", url="about:blank")["targetId"]
-        ws = websocket.create_connection(f"ws://127.0.0.1:{self.port}/devtools/page/{target}", timeout=timeout_s,
-                                         suppress_origin=True)
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{self.port}/devtools/page/{target}", timeout=timeout_s, suppress_origin=True
+        )
         self.events = []
         for domain in ("Runtime", "Log", "Page", "Network"):
             self._call(ws, f"{domain}.enable")
-        self._call(ws, "Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1,
-                   mobile=False)
+        self._call(ws, "Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
         self._call(ws, "Page.navigate", url=Path(path).resolve().as_uri())
         page = Page(self, ws)
         deadline = time.monotonic() + timeout_s
@@ -109,8 +123,14 @@ class Page:
 
     def screenshot(self, out: Path, max_height: int = 8000) -> Path:
         h = int(self.eval("document.documentElement.scrollHeight"))
-        self.b._call(self.ws, "Emulation.setDeviceMetricsOverride", width=1400, height=min(h, max_height),
-                     deviceScaleFactor=1, mobile=False)
+        self.b._call(
+            self.ws,
+            "Emulation.setDeviceMetricsOverride",
+            width=1400,
+            height=min(h, max_height),
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         png = self.b._call(self.ws, "Page.captureScreenshot", format="png")["data"]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(base64.b64decode(png))

@@ -22,30 +22,59 @@ def measure(seq, batch, hidden, heads, ts=(1, 2, 4), layers=2) -> list[dict]:
     rows, base = [], Path(tempfile.mkdtemp(prefix="tracekit-sweep-"))
     for t in ts:
         modes = ("tp",) if t == 1 else ("tp", "tp-sp")
-        cfgs = [WorkloadConfig(workload=m, tp=t, seq=seq, batch=batch, hidden=hidden, heads=heads, layers=layers,
-                               dtype="bf16", dropout=0.1, steps=1, wait=0, warmup=1, activation_memory=True)
-                for m in modes]
+        cfgs = [
+            WorkloadConfig(
+                workload=m,
+                tp=t,
+                seq=seq,
+                batch=batch,
+                hidden=hidden,
+                heads=heads,
+                layers=layers,
+                dtype="bf16",
+                dropout=0.1,
+                steps=1,
+                wait=0,
+                warmup=1,
+                activation_memory=True,
+            )
+            for m in modes
+        ]
         for cfg, res in zip(cfgs, run_batch([(c, base / f"{c.workload}-{t}") for c in cfgs])):
-            per_rank = {json.loads(p.read_text())["rank"]: json.loads(p.read_text())["steps"][-1]["layers"]
-                        for p in res.activation_paths}
+            per_rank = {
+                json.loads(p.read_text())["rank"]: json.loads(p.read_text())["steps"][-1]["layers"] for p in res.activation_paths
+            }
             values = {x["measured_bytes"] for layers_ in per_rank.values() for x in layers_}
-            model = activation_model(MemoryConfig(seq, batch, hidden, heads, tp=t, sp=cfg.workload == "tp-sp",
-                                                  layernorm_stat_bytes=2))
-            for mode in (("tp", "tp+sp") if t == 1 else ("tp+sp" if cfg.workload == "tp-sp" else "tp",)):
-                rows.append({"mode": mode, "t": t, "ranks": len(per_rank), "measured_bytes": sorted(values),
-                             "paper_bytes": model.paper_bytes, "ln_stats_bytes": model.layernorm_stats_bytes})
+            model = activation_model(
+                MemoryConfig(seq, batch, hidden, heads, tp=t, sp=cfg.workload == "tp-sp", layernorm_stat_bytes=2)
+            )
+            for mode in ("tp", "tp+sp") if t == 1 else ("tp+sp" if cfg.workload == "tp-sp" else "tp",):
+                rows.append(
+                    {
+                        "mode": mode,
+                        "t": t,
+                        "ranks": len(per_rank),
+                        "measured_bytes": sorted(values),
+                        "paper_bytes": model.paper_bytes,
+                        "ln_stats_bytes": model.layernorm_stats_bytes,
+                    }
+                )
     return sorted(rows, key=lambda r: (r["mode"], r["t"]))
 
 
 def markdown(rows, seq, batch, hidden) -> str:
     sbh = seq * batch * hidden
-    out = ["| mode | t | processes | measured bytes (every rank, every layer) | model (paper + LN stats) "
-           "| measured / sbh |", "|---|---|---|---|---|---|"]
+    out = [
+        "| mode | t | processes | measured bytes (every rank, every layer) | model (paper + LN stats) | measured / sbh |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         m = r["measured_bytes"]
         shown = f"{m[0]:,}" if len(m) == 1 else " / ".join(f"{x:,}" for x in m)
-        out.append(f"| {r['mode']} | {r['t']} | {r['ranks']} | {shown} | {r['paper_bytes']:,} + "
-                   f"{r['ln_stats_bytes']:,} | {m[0] / sbh:.3f} |")
+        out.append(
+            f"| {r['mode']} | {r['t']} | {r['ranks']} | {shown} | {r['paper_bytes']:,} + "
+            f"{r['ln_stats_bytes']:,} | {m[0] / sbh:.3f} |"
+        )
     return "\n".join(out)
 
 
@@ -57,5 +86,7 @@ if __name__ == "__main__":
     for mode in ("tp", "tp+sp"):
         ms = [r["measured_bytes"][0] for r in rows if r["mode"] == mode]
         rep, shard = split_replicated(ms[0], ms[1])
-        print(f"\n{mode}: replicated R = {rep:,} B = {rep / (s * b * h):.4f} sbh; divided by t: X = {shard:,} B;"
-              f" R + X/4 = {rep + shard // 4:,} vs measured t=4 {ms[2]:,}")
+        print(
+            f"\n{mode}: replicated R = {rep:,} B = {rep / (s * b * h):.4f} sbh; divided by t: X = {shard:,} B;"
+            f" R + X/4 = {rep + shard // 4:,} vs measured t=4 {ms[2]:,}"
+        )

@@ -44,8 +44,14 @@ class Segment:
     dimension: str = ""
 
     def to_dict(self) -> dict:
-        d = {"rank": self.rank, "lane": self.lane, "name": self.name, "start_us": self.start_ns / 1e3,
-             "dur_us": self.dur_ns / 1e3, "kind": self.kind}
+        d = {
+            "rank": self.rank,
+            "lane": self.lane,
+            "name": self.name,
+            "start_us": self.start_ns / 1e3,
+            "dur_us": self.dur_ns / 1e3,
+            "kind": self.kind,
+        }
         if self.dimension:
             d["dimension"] = self.dimension
         return d
@@ -75,15 +81,18 @@ class StepPath:
 
     @property
     def verdict(self) -> str:
-        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns,
-                                                self.crossings)
+        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns, self.crossings)
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "length_us": self.length_ns / 1e3,
-                "by_kind": {k: self.by_kind_ns.get(k, 0) / 1e3 for k in KINDS},
-                "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
-                "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
-                "verdict": self.verdict, "segments": [s.to_dict() for s in self.segments]}
+        return {
+            "step": self.step,
+            "length_us": self.length_ns / 1e3,
+            "by_kind": {k: self.by_kind_ns.get(k, 0) / 1e3 for k in KINDS},
+            "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
+            "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
+            "verdict": self.verdict,
+            "segments": [s.to_dict() for s in self.segments],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +121,12 @@ class CriticalPaths:
         return {"verdict": self.verdict, "steps": [s.to_dict() for s in self.steps], "notes": list(self.notes)}
 
 
-def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[str, int],
-            crossings: Sequence[Crossing]) -> str:
+def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[str, int], crossings: Sequence[Crossing]) -> str:
     """ "61 % compute on rank 2, 22 % tp all_gather transfer on rank 2, 8 % host on rank 3; the path waits for
     rank 3 at 4 collectives (...)": the five largest (rank, kind) shares of the path, those under 1 % left out."""
     if total <= 0:
         return "empty"
-    labels = {"idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives",
-              "memcpy": "memcpy/memset"}
+    labels = {"idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives", "memcpy": "memcpy/memset"}
     if colls:
         d, _ = max(colls.items(), key=lambda kv: kv[1])
         labels["comm_transfer"] = f"{d} transfer" if len(colls) == 1 else f"transfer (most in {d})"
@@ -135,13 +142,13 @@ def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[st
             late[c.to_rank] = late.get(c.to_rank, 0) + c.wait_ns
         r, w = max(late.items(), key=lambda kv: kv[1])
         n = sum(1 for c in crossings if c.to_rank == r)
-        text += f"; the path waits for rank {r} at {n} collective{'s' if n > 1 else ''} " \
-                f"({w / 1e3:,.1f} µs of waiting)"
+        text += f"; the path waits for rank {r} at {n} collective{'s' if n > 1 else ''} ({w / 1e3:,.1f} µs of waiting)"
     return text
 
 
-def critical_paths(traces: TraceSet, *, windows: str | None = None, graph: Graph | None = None,
-                   comm=None, specs: Sequence[str | Spec] = ()) -> CriticalPaths:
+def critical_paths(
+    traces: TraceSet, *, windows: str | None = None, graph: Graph | None = None, comm=None, specs: Sequence[str | Spec] = ()
+) -> CriticalPaths:
     """The critical path of every step window (ProfilerStep#N, or the instances of the annotation
     ``windows``) over all ranks of ``traces``; with ``specs`` (what-if SPECs), the path of the replayed step."""
     g = graph if graph is not None else build_graph(traces, windows, comm)
@@ -236,8 +243,17 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
             ctype = int(g.chain_type[g.chain[j]])
             gap = int(g.gap[j])
             if gap:  # negative where measured activities of a stream overlap (rounding): kept, so sums stay exact
-                segs.append((int(g.rank[j]), names.lane(j), "(gap)", max(cur - gap, start_t) if gap > 0 else cur - gap,
-                             cur, CHAIN_GAP_KIND[ctype], ""))
+                segs.append(
+                    (
+                        int(g.rank[j]),
+                        names.lane(j),
+                        "(gap)",
+                        max(cur - gap, start_t) if gap > 0 else cur - gap,
+                        cur,
+                        CHAIN_GAP_KIND[ctype],
+                        "",
+                    )
+                )
             cur -= gap
             j, at_end = j - 1, True
         elif k >= 0:
@@ -245,9 +261,17 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
             anchor = int(start[src] + (dur[src] if g.anchor_end[k] else 0))
             if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
                 et = int(g.etype[k])
-                segs.append((int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]), "",
-                             _EDGE_NAMES.get(et, "(dependency)"), max(anchor, start_t) if cur > anchor else anchor,
-                             cur, EDGE_KIND[et], ""))
+                segs.append(
+                    (
+                        int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]),
+                        "",
+                        _EDGE_NAMES.get(et, "(dependency)"),
+                        max(anchor, start_t) if cur > anchor else anchor,
+                        cur,
+                        EDGE_KIND[et],
+                        "",
+                    )
+                )
             if int(g.etype[k]) == RELEASE:
                 came_from = j
             elif int(g.etype[k]) == ARRIVE and came_from >= 0:

@@ -15,8 +15,9 @@ def dies_mid_run(rank, world, port, out_dir, queue, die_at):
     """Each rank trains under tracekit.profile with an all-reduce per step; rank 1 dies at step ``die_at``.
     Rank 0 reports what happened to it: the exception that ended its loop, its traces and problems."""
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=4))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=4)
+    )
     w = torch.randn(16, 16, requires_grad=True)
     result = {"rank": rank, "steps": 0, "error": None}
     try:

@@ -28,24 +28,61 @@ def intact_doc() -> dict:
         o = 1000.0 * s
         c = 10 * s + 1
         events += [
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "pid": 1, "tid": 1, "ts": o,
-             "dur": 1000},
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "pid": 1, "tid": 1, "ts": o, "dur": 1000},
             {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": o + 10, "dur": 50},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": o + 20, "dur": 5,
-             "args": {"correlation": c}},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": o + 30, "dur": 5,
-             "args": {"correlation": c + 1}},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": o + 20,
+                "dur": 5,
+                "args": {"correlation": c},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": o + 30,
+                "dur": 5,
+                "args": {"correlation": c + 1},
+            },
             kernel(o + 100, 300, "ampere_sgemm_128x64_nn", c),
-            kernel(o + 200, 400, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", c + 1, stream=8,
-                   **{"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
-                      "Group size": 1, "Process Group Name": "0", "Process Group Description": "default_pg",
-                      "Seq": s}),
+            kernel(
+                o + 200,
+                400,
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                c + 1,
+                stream=8,
+                **{
+                    "Collective name": "allreduce",
+                    "In msg nelems": 1024,
+                    "Out msg nelems": 1024,
+                    "dtype": "Float",
+                    "Group size": 1,
+                    "Process Group Name": "0",
+                    "Process Group Description": "default_pg",
+                    "Seq": s,
+                },
+            ),
         ]
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1, "pg_count": 1,
-                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                               "pg_size": 1, "ranks": [0]}]},
-            "traceEvents": events, "traceName": "rank0.json", "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": 0,
+            "world_size": 1,
+            "pg_count": 1,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 1, "ranks": [0]}],
+        },
+        "traceEvents": events,
+        "traceName": "rank0.json",
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    }
 
 
 def mutated(**changes) -> dict:
@@ -77,6 +114,7 @@ def deep(levels: int) -> str:
 def whitespace_bomb(path: Path, mib: int) -> Path:
     """``mib`` MiB of spaces inside traceEvents, gzip'ed: concatenated members, one 1 MiB member repeated, so the
     file (about 1 KB per MiB) is built in milliseconds. tracekit reads multi-member gzip like any reader."""
+
     def member(data: bytes) -> bytes:
         c = zlib.compressobj(9, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
@@ -111,15 +149,24 @@ def commands(path: Path, out: Path, *, rules: tuple[str, ...] = ()) -> dict[str,
     }
 
 
-def run_all(cmds: dict[str, list[str]], cache_dir: Path, timeout: float = TIMEOUT_S,
-            env: dict[str, str] | None = None) -> dict[str, Result]:
+def run_all(
+    cmds: dict[str, list[str]], cache_dir: Path, timeout: float = TIMEOUT_S, env: dict[str, str] | None = None
+) -> dict[str, Result]:
     """Every command as its own ``python -m tracekit`` process, all started at once (each pays the interpreter's
     start-up; side by side they share it), each held to ``timeout``. A process still running then is killed
     and reported with rc None-as-124."""
     env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache_dir), COLUMNS="200", **(env or {}))
-    procs = {name: subprocess.Popen([sys.executable, "-m", "tracekit", *args], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
-             for name, args in cmds.items()}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "tracekit", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        for name, args in cmds.items()
+    }
     results = {}
     for name, proc in procs.items():
         try:
@@ -170,25 +217,33 @@ def run_inproc(cmds: dict[str, list[str]], cache_dir: Path, timeout: int = TIMEO
 
 # VmHWM: the peak of this process's own memory since its exec. ru_maxrss would also count the parent's pages at
 # fork time (a pytest process grown to 1 GB makes every child look 1 GB).
-_MEASURED = ("import atexit, runpy, sys\n"
-             "out = sys.argv.pop(1)\n"
-             "def peak():\n"
-             "    for line in open('/proc/self/status'):\n"
-             "        if line.startswith('VmHWM:'):\n"
-             "            return line.split()[1]\n"
-             "    import resource\n"
-             "    return str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-             "atexit.register(lambda: open(out, 'w').write(peak()))\n"
-             "sys.argv[0] = 'tracekit'\n"
-             "runpy.run_module('tracekit', run_name='__main__')\n")
+_MEASURED = (
+    "import atexit, runpy, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            return line.split()[1]\n"
+    "    import resource\n"
+    "    return str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "atexit.register(lambda: open(out, 'w').write(peak()))\n"
+    "sys.argv[0] = 'tracekit'\n"
+    "runpy.run_module('tracekit', run_name='__main__')\n"
+)
 
 
 def run_one(args: list[str], cache_dir: Path, timeout: float = TIMEOUT_S) -> Result:
     """One command, with its peak resident memory (the process's own ``ru_maxrss``, written at exit)."""
     env = dict(os.environ, TRACEKIT_CACHE_DIR=str(cache_dir), COLUMNS="200")
     rss = cache_dir.parent / f"rss-{os.getpid()}-{len(os.listdir(cache_dir.parent))}.txt"
-    proc = subprocess.Popen([sys.executable, "-c", _MEASURED, str(rss), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _MEASURED, str(rss), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -19,13 +19,29 @@ def trace(events, **header):
 
 
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 100, "dur": 100}
-LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
-          "args": {"correlation": 42}}
+LAUNCH = {
+    "ph": "X",
+    "cat": "cuda_runtime",
+    "name": "cudaLaunchKernel",
+    "pid": 1,
+    "tid": 1,
+    "ts": 110,
+    "dur": 5,
+    "args": {"correlation": 42},
+}
 
 
 def kernel(name, ts, dur, corr=42, **args):
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"correlation": corr, "stream": 7, "device": 0, **args}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr, "stream": 7, "device": 0, **args},
+    }
 
 
 def load(path):

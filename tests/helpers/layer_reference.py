@@ -12,8 +12,7 @@ def reference(cfg) -> tuple[float, dict[str, torch.Tensor]]:
     """(loss, {"<layer>.<param>": full gradient}) of ``cfg``'s layers on the full input, no dropout, fp32."""
     s, b, h, heads = cfg.seq, cfg.batch, cfg.hidden, cfg.heads
     x = full_input(s, b, h, cfg.seed)
-    weights = [{k: v.clone().requires_grad_() for k, v in full_weights(h, i, cfg.seed).items()}
-               for i in range(cfg.layers)]
+    weights = [{k: v.clone().requires_grad_() for k, v in full_weights(h, i, cfg.seed).items()} for i in range(cfg.layers)]
     for w in weights:
         ln1 = F.layer_norm(x, (h,), w["ln1_w"], w["ln1_b"])
         qkv = (ln1 @ w["qkv"].t()).view(s, b, heads, 3, h // heads)
@@ -22,7 +21,7 @@ def reference(cfg) -> tuple[float, dict[str, torch.Tensor]]:
         x = x + ctx @ w["proj"].t()
         ln2 = F.layer_norm(x, (h,), w["ln2_w"], w["ln2_b"])
         x = x + F.gelu(ln2 @ w["fc1"].t()) @ w["fc2"].t()
-    loss = (x ** 2).sum() / (s * b * h)
+    loss = (x**2).sum() / (s * b * h)
     loss.backward()
     return float(loss.detach()), {f"{i}.{k}": v.grad for i, w in enumerate(weights) for k, v in w.items()}
 

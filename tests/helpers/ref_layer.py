@@ -37,6 +37,7 @@ class GlooComm(SimComm):
 
     def __init__(self):
         import torch.distributed as dist
+
         self.dist = dist
         super().__init__(dist.get_world_size(), dist.get_rank())
 

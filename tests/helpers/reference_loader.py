@@ -1,6 +1,7 @@
 """The loader as it was before the performance work (commit 2a1715b): decode the whole file into structs,
 then build every column from the full event list. Kept as the straightforward reference the optimised,
 streaming loader must match bit for bit (tests/unit/loader/test_loader_equivalence.py)."""
+
 # ruff: noqa
 from __future__ import annotations
 
@@ -15,23 +16,39 @@ from tracekit.model.events import ABSENT, COLUMNS, EventKind as K, EventTable, m
 
 from tracekit.model.traceset import ProcessGroup, RankInfo
 
-DEVICE_CATS = {"kernel": K.KERNEL, "gpu_memcpy": K.MEMCPY, "gpu_memset": K.MEMSET, "cuda_sync": K.SYNC,
-               "gpu_user_annotation": K.ANNOTATION}
-HOST_CATS = {"cpu_op": K.CPU_OP, "user_annotation": K.ANNOTATION, "cuda_runtime": K.RUNTIME,
-             "cuda_driver": K.RUNTIME, "cpu_instant_event": K.MEMORY, "python_function": K.OTHER}
+DEVICE_CATS = {
+    "kernel": K.KERNEL,
+    "gpu_memcpy": K.MEMCPY,
+    "gpu_memset": K.MEMSET,
+    "cuda_sync": K.SYNC,
+    "gpu_user_annotation": K.ANNOTATION,
+}
+HOST_CATS = {
+    "cpu_op": K.CPU_OP,
+    "user_annotation": K.ANNOTATION,
+    "cuda_runtime": K.RUNTIME,
+    "cuda_driver": K.RUNTIME,
+    "cpu_instant_event": K.MEMORY,
+    "python_function": K.OTHER,
+}
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DROP_CATS = {"Trace", "python_function"}
 
 
-def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
-                exact: tuple[list, list] | None = None) -> tuple[EventTable, RankInfo]:
+def build_table(
+    trace: Trace, path: str, rules: RuleSet, warnings: list[str], exact: tuple[list, list] | None = None
+) -> tuple[EventTable, RankInfo]:
     """``exact``: (ts_ns, dur_ns) per trace event decoded exactly, for ns-resolution epoch timestamps."""
     events = trace.traceEvents or []
-    thread_names = {(e.pid, e.tid): e.args.name for e in events
-                    if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name}
+    thread_names = {
+        (e.pid, e.tid): e.args.name
+        for e in events
+        if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name
+    }
     flow_cats = {e.cat for e in events if e.ph in ("s", "f")}
-    keep = [i for i, e in enumerate(events)
-            if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")]
+    keep = [
+        i for i, e in enumerate(events) if (e.ph == "X" and e.cat not in _DROP_CATS) or (e.ph == "i" and e.name == "[memory]")
+    ]
     kept = [events[i] for i in keep]
     if exact is not None and len(exact[0]) == len(events):
         exact = ([exact[0][i] for i in keep], [exact[1][i] for i in keep])
@@ -40,13 +57,18 @@ def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
     named = bool(trace.distributedInfo is not None and trace.distributedInfo.pg_config)
     table, n_bad, assumed = _columns(kept, trace.baseTimeNanoseconds or 0, rules, thread_names, exact, named)
     if assumed:
-        warnings.append(f"{path}: the trace names no process groups (distributedInfo without pg_config); "
-                        f"{assumed} collectives without a group are assumed to run on the world group "
-                        "(default_pg) and are matched across ranks by their order")
+        warnings.append(
+            f"{path}: the trace names no process groups (distributedInfo without pg_config); "
+            f"{assumed} collectives without a group are assumed to run on the world group "
+            "(default_pg) and are matched across ranks by their order"
+        )
     if n_bad:
         warnings.append(f"{path}: dropped {n_bad} events with missing, non-finite or negative times/durations")
-    if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
-                           or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
+    if len(table) and not (
+        table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
+        or table.mask_kind(K.STEP).any()
+        or table.mask_kind(K.CPU_OP).any()
+    ):
         warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
     info = _rank_info(trace, path, table, flow_cats, kept, warnings)
     return table, info
@@ -56,8 +78,7 @@ def _array(values: list, dtype, fill=ABSENT) -> np.ndarray:
     try:
         return np.array(values, dtype=dtype)
     except (TypeError, ValueError, OverflowError):
-        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else fill for v in values],
-                        dtype=dtype)
+        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else fill for v in values], dtype=dtype)
 
 
 def _ints(values: list) -> np.ndarray:
@@ -70,7 +91,7 @@ def _ints(values: list) -> np.ndarray:
 
 def _int_or_absent(v) -> int:
     if type(v) is int:
-        return v if -2**62 < v < 2**62 else ABSENT
+        return v if -(2**62) < v < 2**62 else ABSENT
     if type(v) is float and v == v and abs(v) < 2**62:
         return int(v)
     return ABSENT
@@ -118,16 +139,29 @@ def _columns(kept, base_ns: int, rules: RuleSet, thread_names: dict, exact, name
     device = np.where(is_device, np.where(dev_arg >= 0, dev_arg, pid), -1).astype(np.int16)
     n = len(kept)
     cols = {k: np.full(n, ABSENT, dtype=d) for k, d in COLUMNS.items()}
-    cols.update(ts_ns=ts_ns, dur_ns=dur_ns, kind=kind.astype(np.int8), device=device, pid=pid, stream=tid,
-                name_id=name_id.astype(np.int32), cat_id=cat_id.astype(np.int32), correlation=correlation,
-                external_id=external)
+    cols.update(
+        ts_ns=ts_ns,
+        dur_ns=dur_ns,
+        kind=kind.astype(np.int8),
+        device=device,
+        pid=pid,
+        stream=tid,
+        name_id=name_id.astype(np.int32),
+        cat_id=cat_id.astype(np.int32),
+        correlation=correlation,
+        external_id=external,
+    )
     mem = np.flatnonzero(kind == K.MEMORY)
     cols["mem_bytes"][mem] = _ints([args[i].mem_bytes if args[i] is not None else None for i in mem])
     cols["mem_total"][mem] = _ints([args[i].mem_total if args[i] is not None else None for i in mem])
     cols["mem_reserved"][mem] = _ints([args[i].mem_reserved if args[i] is not None else None for i in mem])
     cols["mem_addr"][mem] = _ints([args[i].mem_addr if args[i] is not None else None for i in mem])
-    cols["mem_device"][mem] = [memory_device_code(*(_ints([getattr(args[i], k, None) if args[i] is not None else None])[0]
-                                                    for k in ("mem_dev_type", "mem_dev_id"))) for i in mem]
+    cols["mem_device"][mem] = [
+        memory_device_code(
+            *(_ints([getattr(args[i], k, None) if args[i] is not None else None])[0] for k in ("mem_dev_type", "mem_dev_id"))
+        )
+        for i in mem
+    ]
     cp = np.flatnonzero((kind == K.MEMCPY) | (kind == K.MEMSET))
     cols["mem_bytes"][cp] = _ints([args[i].copy_bytes if args[i] is not None else None for i in cp])
     cols["step"] = _assign_steps(cols, kind, name_uniques, name_codes, is_device)
@@ -211,8 +245,7 @@ def _rank_info(trace: Trace, path: str, table: EventTable, flow_cats: set, kept,
     from tracekit.loader.rankinfo import Facts, rank_info
 
     style = _msg_style(kept)
-    facts = Facts(flow_cats=set(flow_cats), first_ts=[e.ts for e in kept[:1000]],
-                  msg_style=None if style == "none" else style)
+    facts = Facts(flow_cats=set(flow_cats), first_ts=[e.ts for e in kept[:1000]], msg_style=None if style == "none" else style)
     return rank_info(trace, path, table, facts, warnings)
 
 
@@ -226,17 +259,26 @@ def _rank_info_before_evidence(trace: Trace, path: str, table: EventTable, flow_
         pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
         name = pg.pg_name if pg.pg_name is not None else pg.uid
         ranks = pg.ranks if isinstance(pg.ranks, list) else _parse_ranks(pg.ranks)
-        groups.append(ProcessGroup(str(name), pg.pg_desc or "", tuple(int(r) for r in ranks if isinstance(r, int)),
-                                   int(pg.pg_size or len(ranks)), pg.backend_config or ""))
+        groups.append(
+            ProcessGroup(
+                str(name),
+                pg.pg_desc or "",
+                tuple(int(r) for r in ranks if isinstance(r, int)),
+                int(pg.pg_size or len(ranks)),
+                pg.backend_config or "",
+            )
+        )
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)] if dev_mask.any() else []
     rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
-        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
+        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or []
+    )
     device_type = ("rocm" if rocm else "cuda") if dev_mask.any() else "cpu"
     ints = [e.ts for e in kept[:1000] if e.ts is not None]
     generation = {
-        "distributed_info": "absent" if di is None else ("pg_config" if di.pg_config else "basic")
-        + ("+nccl_version" if di is not None and di.nccl_version else ""),
+        "distributed_info": "absent"
+        if di is None
+        else ("pg_config" if di.pg_config else "basic") + ("+nccl_version" if di is not None and di.nccl_version else ""),
         "pg_config": pg_style,
         "msg_fields": _msg_style(kept),
         "flow_category": next((c for c in ("ac2g", "async_cpu_to_gpu", "async_gpu", "async") if c in flow_cats), "none"),
@@ -244,12 +286,21 @@ def _rank_info_before_evidence(trace: Trace, path: str, table: EventTable, flow_
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,
     }
-    return RankInfo(rank=rank, world_size=world, backend=(di.backend or "") if di is not None else "",
-                    source=path, process_groups=tuple(groups), device_type=device_type,
-                    device_properties=tuple(trace.deviceProperties or ()),
-                    base_time_ns=int(trace.baseTimeNanoseconds or 0), trace_id=str(trace.trace_id or ""),
-                    nccl_version=(di.nccl_version or "") if di is not None else "",
-                    host_name=str(trace.host_name or ""), generation=generation, warnings=tuple(warnings))
+    return RankInfo(
+        rank=rank,
+        world_size=world,
+        backend=(di.backend or "") if di is not None else "",
+        source=path,
+        process_groups=tuple(groups),
+        device_type=device_type,
+        device_properties=tuple(trace.deviceProperties or ()),
+        base_time_ns=int(trace.baseTimeNanoseconds or 0),
+        trace_id=str(trace.trace_id or ""),
+        nccl_version=(di.nccl_version or "") if di is not None else "",
+        host_name=str(trace.host_name or ""),
+        generation=generation,
+        warnings=tuple(warnings),
+    )
 
 
 def _parse_ranks(text) -> list[int]:
@@ -268,6 +319,7 @@ def _msg_style(kept) -> str:
                 return "size"
     return "none"
 
+
 # ---- linking: the real module (its fixes apply to both sides), fed the way the old loader fed it ----
 def comm_from_launch_context(cols, names, name_codes):
     from tracekit.loader.linking import comm_from_launch_context as real
@@ -279,9 +331,17 @@ def fill_collectives(cols, strings, args, names, name_codes, row_names, named=Tr
     from tracekit.loader.linking import CollRecords
     from tracekit.loader.linking import fill_collectives as real
 
-    coll = [i for i, a in enumerate(args)
-            if a is not None and (a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
-                                  or (a.input_dims is not None and HOST_COMM_OP.match(row_names[i]) is not None))]
+    coll = [
+        i
+        for i, a in enumerate(args)
+        if a is not None
+        and (
+            a.coll_name is not None
+            or a.in_nelems is not None
+            or a.in_size is not None
+            or (a.input_dims is not None and HOST_COMM_OP.match(row_names[i]) is not None)
+        )
+    ]
     records = CollRecords()
     for i in coll:  # one row at a time, the straightforward way
         records.add([i], [args[i]], [row_names[i]])
@@ -302,6 +362,6 @@ def _tid(t):
     """PyTorch 1.8's string tids ("stream 7", "456") as their numbers, written apart from the loader's regex."""
     if isinstance(t, str):
         text = t.strip()
-        text = text[len("stream "):] if text.startswith("stream ") else text
+        text = text[len("stream ") :] if text.startswith("stream ") else text
         return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
     return t

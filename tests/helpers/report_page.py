@@ -24,13 +24,18 @@ def summary_value(summary: dict, key: str):
         ranks = summary["ranks"]
         n = sum(len(r["steps"]) for r in ranks)
         tot = lambda k: sum(st[k] for r in ranks for st in r["steps"])
-        return {"step_us": tot("wall_us") / n, "exposed_share": tot("exposed_comm_us") / tot("wall_us"),
-                "overlap_ratio": tot("hidden_comm_us") / tot("comm_us"), "comm_us": tot("comm_us") / n}[key[9:]]
+        return {
+            "step_us": tot("wall_us") / n,
+            "exposed_share": tot("exposed_comm_us") / tot("wall_us"),
+            "overlap_ratio": tot("hidden_comm_us") / tot("comm_us"),
+            "comm_us": tot("comm_us") / n,
+        }[key[9:]]
     return functools.reduce(lambda d, k: d[int(k)] if isinstance(d, list) else d[k], key.split("."), summary)
 
 
 def check_numbers(page, summary: dict) -> int:
     import json
+
     shown = json.loads(page.eval(SHOWN))
     assert shown, "no numbers on the page"
     for key, value, text in shown:
@@ -46,8 +51,11 @@ def check_numbers(page, summary: dict) -> int:
 def check_timeline(page, timeline: dict) -> None:
     """The bars plotly drew (its data on the chart's div) add up, per rank and category, to the record's pieces."""
     import json
-    drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-timeline').data.map(
-      t => [t.name, t.y, t.x]))"""))
+
+    drawn = json.loads(
+        page.eval("""JSON.stringify(document.getElementById('chart-timeline').data.map(
+      t => [t.name, t.y, t.x]))""")
+    )
     names = {"compute": "compute", "hidden": "hidden comm", "exposed": "exposed comm"}
     for r in timeline["ranks"]:
         for cat, name in names.items():

@@ -29,9 +29,16 @@ def sweep(seq, batch, hidden, heads, ts=(1, 2, 4)) -> list[dict]:
         for t in ts:
             cfg = MemoryConfig(seq, batch, hidden, heads, tp=t, sp=sp and t > 1, layernorm_stat_bytes=2)
             model = activation_model(cfg)
-            rows.append({"t": t, "mode": "tp+sp" if sp else "tp", "measured_bytes": measure_layer(
-                seq, batch, hidden, heads, t, sp and t > 1), "model_bytes": model.total_bytes,
-                "paper_bytes": model.paper_bytes, "ln_stats_bytes": model.layernorm_stats_bytes})
+            rows.append(
+                {
+                    "t": t,
+                    "mode": "tp+sp" if sp else "tp",
+                    "measured_bytes": measure_layer(seq, batch, hidden, heads, t, sp and t > 1),
+                    "model_bytes": model.total_bytes,
+                    "paper_bytes": model.paper_bytes,
+                    "ln_stats_bytes": model.layernorm_stats_bytes,
+                }
+            )
     return rows
 
 
@@ -45,8 +52,10 @@ def markdown(rows, seq, batch, hidden) -> str:
     sbh = seq * batch * hidden
     out = ["| mode | t | measured bytes | model (paper + LN stats) | measured / sbh |", "|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['mode']} | {r['t']} | {r['measured_bytes']:,} | {r['paper_bytes']:,} + "
-                   f"{r['ln_stats_bytes']:,} | {r['measured_bytes'] / sbh:.3f} |")
+        out.append(
+            f"| {r['mode']} | {r['t']} | {r['measured_bytes']:,} | {r['paper_bytes']:,} + "
+            f"{r['ln_stats_bytes']:,} | {r['measured_bytes'] / sbh:.3f} |"
+        )
     return "\n".join(out)
 
 
@@ -58,5 +67,7 @@ if __name__ == "__main__":
     for mode in ("tp", "tp+sp"):
         ms = [r["measured_bytes"] for r in rows if r["mode"] == mode]
         rep, shard = split_replicated(ms[0], ms[1])
-        print(f"\n{mode}: replicated R = {rep:,} B = {rep / (s * b * h):.4f} sbh; divided by t: X = {shard:,} B;"
-              f" R + X/4 = {rep + shard // 4:,} vs measured t=4 {ms[2]:,}")
+        print(
+            f"\n{mode}: replicated R = {rep:,} B = {rep / (s * b * h):.4f} sbh; divided by t: X = {shard:,} B;"
+            f" R + X/4 = {rep + shard // 4:,} vs measured t=4 {ms[2]:,}"
+        )

@@ -81,7 +81,7 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarr
     for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
         nodes_b = np.sort(win[a:b])
         in_b[nodes_b] = True
-        t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+        t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i] : e_cut[i + 1]], t_all, d_all)
         in_b[nodes_b] = False
         assert t_b is not None
         t_all[nodes_b] = t_b
@@ -89,8 +89,16 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int) -> tuple[np.ndarr
     return win, t_all[win], rounds
 
 
-def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarray, e_in: np.ndarray,
-                 t_all: np.ndarray, d_all: np.ndarray, give_up: int = MAX_ROUNDS):
+def _solve_block(
+    g: Graph,
+    nodes_b: np.ndarray,
+    in_b: np.ndarray,
+    pos: np.ndarray,
+    e_in: np.ndarray,
+    t_all: np.ndarray,
+    d_all: np.ndarray,
+    give_up: int = MAX_ROUNDS,
+):
     """Starts of ``nodes_b`` (sorted; flagged in ``in_b``) with every other node frozen at ``t_all`` / ``d_all``.
     ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
     head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
@@ -107,8 +115,7 @@ def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarra
     pos[nodes] = np.arange(len(nodes))
     src, dst = pos[g.src[e_in]], pos[g.dst[e_in]]
     pos[nodes] = -1
-    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in],
-                        give_up)
+    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in], give_up)
     if t is None:
         return None, rounds
     return t[~frozen][np.argsort(nodes[~frozen])], rounds

@@ -30,8 +30,28 @@ from pathlib import Path
 from tests.helpers.hostile import intact_doc
 
 TIMEOUT_S = 60
-WEIRD: list = [None, True, False, -1, 0, 2**63, -(2**63), 10**30, 1e308, -0.0, 1.5, "x", "", "1e3", [], [1, 2], {},
-               {"a": {"b": [1]}}, "A" * 100_000, "\ud800"]
+WEIRD: list = [
+    None,
+    True,
+    False,
+    -1,
+    0,
+    2**63,
+    -(2**63),
+    10**30,
+    1e308,
+    -0.0,
+    1.5,
+    "x",
+    "",
+    "1e3",
+    [],
+    [1, 2],
+    {},
+    {"a": {"b": [1]}},
+    "A" * 100_000,
+    "\ud800",
+]
 
 
 @dataclass
@@ -83,21 +103,35 @@ def build_base(root: Path) -> dict[str, Path]:
     base["verdict"] = root / "verdict.json"
     base["timeline"] = root / "timeline.json"
     base["html"] = root / "report.html"
-    for argv in (["baseline", str(run), "-o", str(base["summary"]), "--executor", "serial"],
-                 ["check", str(run), "--budget", "exposed_comm_share<=1", "--json", str(base["verdict"]),
-                  "--executor", "serial"],
-                 ["analyze", str(run), "--format", "json", "--out", str(root / "analyze.json"), "--timeline-out",
-                  str(base["timeline"]), "--executor", "serial", "--no-cache"],
-                 ["report", str(run), "-o", str(base["html"]), "--executor", "serial", "--no-cache"],
-                 ["info", str(run), "--executor", "serial"]):  # the last one writes the Parquet cache
+    for argv in (
+        ["baseline", str(run), "-o", str(base["summary"]), "--executor", "serial"],
+        ["check", str(run), "--budget", "exposed_comm_share<=1", "--json", str(base["verdict"]), "--executor", "serial"],
+        [
+            "analyze",
+            str(run),
+            "--format",
+            "json",
+            "--out",
+            str(root / "analyze.json"),
+            "--timeline-out",
+            str(base["timeline"]),
+            "--executor",
+            "serial",
+            "--no-cache",
+        ],
+        ["report", str(run), "-o", str(base["html"]), "--executor", "serial", "--no-cache"],
+        ["info", str(run), "--executor", "serial"],
+    ):  # the last one writes the Parquet cache
         r = runner.invoke(cli, argv, env=env)
         assert r.exit_code == 0, (argv, r.output, r.exception)
     base["cache"] = next((root / "cache").glob("*.parquet"))
     base["tracks"] = _dump(root / "tracks.json", {"exposed": [[100.0, 200.0], [1100.0, 1300.0]]})
     base["rules"] = root / "rules.toml"
     base["rules"].write_text('[[comm]]\npattern = "^ncclDevKernel"\nlibrary = "nccl"\n')
-    base["runjson"] = _dump(root / "runjson" / "run.json", {"schema": "tracekit.run/1", "world_size": 1,
-                                                            "layout": {"tp": 1, "dp": 1}, "workload": "x"})
+    base["runjson"] = _dump(
+        root / "runjson" / "run.json",
+        {"schema": "tracekit.run/1", "world_size": 1, "layout": {"tp": 1, "dp": 1}, "workload": "x"},
+    )
     _dump(root / "runjson" / "rank0.json", intact_doc())
     base["runjson_dir"] = root / "runjson"
     base["memraw"] = _dump(root / "mem.raw.json", [[0, 0, 0, 100, 0, 0], [10, 1, 0, 100, 0, 0]])
@@ -124,8 +158,11 @@ def _trace_commands(p: str, out: Path) -> dict[str, list[str]]:
 
 def _input_cases(cls: str, name: str, p: Path | str, out: Path, only: tuple[str, ...] = ()) -> list[Case]:
     cmds = _trace_commands(str(p), out)
-    return [Case(f"{name}/{c}", cls, argv, (0, 1, 2, 3) if c == "check" else (0, 2, 3))
-            for c, argv in cmds.items() if not only or c in only]
+    return [
+        Case(f"{name}/{c}", cls, argv, (0, 1, 2, 3) if c == "check" else (0, 2, 3))
+        for c, argv in cmds.items()
+        if not only or c in only
+    ]
 
 
 def output_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
@@ -133,8 +170,13 @@ def output_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     ro = tmp / "readonly.json"
     ro.write_text("{}")
     ro.chmod(0o444)
-    targets = {"missing-dir": str(tmp / "no" / "such" / "dir" / "x.json"), "a-directory": str(tmp),
-               "dev-full": full_device(tmp), "read-only": str(ro), "non-utf8": str(tmp).encode() + b"/\xff\xfe.json"}
+    targets = {
+        "missing-dir": str(tmp / "no" / "such" / "dir" / "x.json"),
+        "a-directory": str(tmp),
+        "dev-full": full_device(tmp),
+        "read-only": str(ro),
+        "non-utf8": str(tmp).encode() + b"/\xff\xfe.json",
+    }
     cases = []
     for what, target in targets.items():
         t = os.fsdecode(target) if isinstance(target, bytes) else target
@@ -142,8 +184,7 @@ def output_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             "analyze--out": ["analyze", run, "--format", "json", "--out", t, *ANALYZE],
             "analyze--timeline-out": ["analyze", run, "--timeline-out", t, *ANALYZE],
             "analyze--collectives-out": ["analyze", run, "--collectives-out", t, *ANALYZE],
-            "report-o": ["report", run, "-o", t if t.endswith((".json", "full")) else t, "--format", "html",
-                         *ANALYZE],
+            "report-o": ["report", run, "-o", t if t.endswith((".json", "full")) else t, "--format", "html", *ANALYZE],
             "report--summary-o": ["report", "--summary", summ, "-o", t, "--format", "json"],
             "baseline-o": ["baseline", run, "-o", t, *ANALYZE],
             "check--json": ["check", run, "--budget", "exposed_comm_share<=1", "--json", t, *ANALYZE],
@@ -160,15 +201,34 @@ def output_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     cases.append(Case("out:nul-byte/baseline-o", "output path", ["baseline", run, "-o", str(tmp / "a\x00b")], (2,)))
     # stdout closed, broken pipe: real processes
     for c in ("info", "analyze", "diff", "whatif"):
-        argv = {"info": ["info", run, *ANALYZE], "analyze": ["analyze", run, *ANALYZE],
-                "diff": ["diff", summ, summ], "whatif": ["whatif", run, *ANALYZE]}[c]
+        argv = {
+            "info": ["info", run, *ANALYZE],
+            "analyze": ["analyze", run, *ANALYZE],
+            "diff": ["diff", summ, summ],
+            "whatif": ["whatif", run, *ANALYZE],
+        }[c]
         line = " ".join(_q(a) for a in argv)
-        cases.append(Case(f"stdout:broken-pipe/{c}", "stdout", argv, (0, 141), subprocess=True,
-                          shell=f"{{tk}} {line} | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}"))
-        cases.append(Case(f"stdout:closed/{c}", "stdout", argv, (0, 2, 3, 141), subprocess=True,
-                          shell=f"{{tk}} {line} >&-"))
-        cases.append(Case(f"stdout:dev-full/{c}", "stdout", argv, (2, 3, 141), subprocess=True,
-                          shell=f"{{tk}} {line} >{_q(full_device(tmp))}"))
+        cases.append(
+            Case(
+                f"stdout:broken-pipe/{c}",
+                "stdout",
+                argv,
+                (0, 141),
+                subprocess=True,
+                shell=f"{{tk}} {line} | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}",
+            )
+        )
+        cases.append(Case(f"stdout:closed/{c}", "stdout", argv, (0, 2, 3, 141), subprocess=True, shell=f"{{tk}} {line} >&-"))
+        cases.append(
+            Case(
+                f"stdout:dev-full/{c}",
+                "stdout",
+                argv,
+                (2, 3, 141),
+                subprocess=True,
+                shell=f"{{tk}} {line} >{_q(full_device(tmp))}",
+            )
+        )
     return cases
 
 
@@ -218,8 +278,11 @@ def input_path_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     cases += _input_cases("input path", "in:missing", tmp / "missing.json", out)
     odd = tmp / "odd-names"
     odd.mkdir()
-    for label, fname in (("non-utf8", b"rank0-\xff.json"), ("newline", b"rank0\n.json"),
-                         ("escape", b"rank0\x1b[2J\x1b]0;pwned\x07.json")):
+    for label, fname in (
+        ("non-utf8", b"rank0-\xff.json"),
+        ("newline", b"rank0\n.json"),
+        ("escape", b"rank0\x1b[2J\x1b]0;pwned\x07.json"),
+    ):
         d = odd / label
         d.mkdir()
         p = os.path.join(os.fsencode(d), fname)
@@ -237,17 +300,23 @@ def option_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     bad_nums = ["-1", "0", "1e309", "nan", "inf", "-inf", "", "abc", "99999999999999999999999"]
     cases: list[Case] = []
     for v in bad_nums:
-        for opt, cmd in (("--top", ["analyze", run, *ANALYZE]), ("--width", ["analyze", run, *ANALYZE]),
-                         ("--memory-points", ["analyze", run, *ANALYZE]),
-                         ("--max-timeline-events", ["report", run, "-o", str(tmp / "r.html"), *ANALYZE]),
-                         ("--max-trace-bytes", ["info", run, *ANALYZE]), ("--max-string-bytes", ["info", run, *ANALYZE]),
-                         ("--top", ["diff", summ, summ]), ("--points", ["memory", "timeline", str(base["memraw"])]),
-                         ("--min-delta-us", ["check", run, "--budget", "exposed_comm_share<=1", *ANALYZE]),
-                         ("--min-delta-ratio", ["check", run, "--budget", "exposed_comm_share<=1", *ANALYZE]),
-                         ("--max-regression", ["check", run, "--baseline", summ, *ANALYZE]),
-                         ("--rank", ["annotate", run, "-o", str(tmp / "a.json"), *ANALYZE])):
-            cases.append(Case(f"opt:{cmd[0]}{opt}={v}", "option value", [*cmd, opt, v],
-                              (0, 1, 2) if cmd[0] == "check" else (0, 2)))
+        for opt, cmd in (
+            ("--top", ["analyze", run, *ANALYZE]),
+            ("--width", ["analyze", run, *ANALYZE]),
+            ("--memory-points", ["analyze", run, *ANALYZE]),
+            ("--max-timeline-events", ["report", run, "-o", str(tmp / "r.html"), *ANALYZE]),
+            ("--max-trace-bytes", ["info", run, *ANALYZE]),
+            ("--max-string-bytes", ["info", run, *ANALYZE]),
+            ("--top", ["diff", summ, summ]),
+            ("--points", ["memory", "timeline", str(base["memraw"])]),
+            ("--min-delta-us", ["check", run, "--budget", "exposed_comm_share<=1", *ANALYZE]),
+            ("--min-delta-ratio", ["check", run, "--budget", "exposed_comm_share<=1", *ANALYZE]),
+            ("--max-regression", ["check", run, "--baseline", summ, *ANALYZE]),
+            ("--rank", ["annotate", run, "-o", str(tmp / "a.json"), *ANALYZE]),
+        ):
+            cases.append(
+                Case(f"opt:{cmd[0]}{opt}={v}", "option value", [*cmd, opt, v], (0, 1, 2) if cmd[0] == "check" else (0, 2))
+            )
         for opt in ("--seq", "--batch", "--hidden", "--heads", "--tp", "--cp", "--layers", "--vocab", "--ln-stats-bytes"):
             argv = ["memory", "model", "--seq", "64", "--batch", "2", "--hidden", "64", "--heads", "8"]
             if opt in argv:
@@ -255,66 +324,170 @@ def option_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             else:
                 argv += [opt, v]
             cases.append(Case(f"opt:memory-model{opt}={v}", "option value", argv, (0, 2)))
-    specs = ["comm:dp=nan", "comm:dp=-1", "comm:dp=inf", "comm:dp=1e309", "comm:dp=", "comm:=1", "comm:dp", "kernel:(=2",
-             "kernel:=2", "kernel:.*=1e309", "rank:999:host=0", "rank:-1:host=0", "rank:x:host=1", "rank:0:host=nan",
-             "annotation:=1", "annotation:aten::mm=-0.0", "bogus:x=1", "", "comm:dp=1=2", "kernel:" + "a" * 70000 + "=1",
-             "comm:dp=99999999999999999999999", "kernel:(.*a){20}$=2"]
+    specs = [
+        "comm:dp=nan",
+        "comm:dp=-1",
+        "comm:dp=inf",
+        "comm:dp=1e309",
+        "comm:dp=",
+        "comm:=1",
+        "comm:dp",
+        "kernel:(=2",
+        "kernel:=2",
+        "kernel:.*=1e309",
+        "rank:999:host=0",
+        "rank:-1:host=0",
+        "rank:x:host=1",
+        "rank:0:host=nan",
+        "annotation:=1",
+        "annotation:aten::mm=-0.0",
+        "bogus:x=1",
+        "",
+        "comm:dp=1=2",
+        "kernel:" + "a" * 70000 + "=1",
+        "comm:dp=99999999999999999999999",
+        "kernel:(.*a){20}$=2",
+    ]
     for s in specs:
         cases.append(Case(f"opt:whatif--set={s[:40]}", "option value", ["whatif", run, "--set", s, *ANALYZE], (0, 2)))
     for w in ["", "*", "[", "nosuch", "\x1b[2J", "a" * 100000, "ProfilerStep#*", "**/[!]"]:
         for c in ("analyze", "check", "whatif", "info"):
             cmd = _trace_commands(run, tmp)[c]
-            cases.append(Case(f"opt:{c}--window={w[:20]!r}", "option value", [*cmd, "--window", w],
-                              (0, 1, 2, 3) if c == "check" else (0, 2, 3)))
-    for ex in ["", "thread", "dask://", "dask://nohost:0", "dask://[::1", "process:x", "serial ", "dask://h:99999",
-               "dask://127.0.0.1:9"]:
-        cases.append(Case(f"opt:--executor={ex!r}", "option value", ["info", run, "--no-cache", "--executor", ex],
-                          (0, 2)))
+            cases.append(
+                Case(
+                    f"opt:{c}--window={w[:20]!r}",
+                    "option value",
+                    [*cmd, "--window", w],
+                    (0, 1, 2, 3) if c == "check" else (0, 2, 3),
+                )
+            )
+    for ex in [
+        "",
+        "thread",
+        "dask://",
+        "dask://nohost:0",
+        "dask://[::1",
+        "process:x",
+        "serial ",
+        "dask://h:99999",
+        "dask://127.0.0.1:9",
+    ]:
+        cases.append(Case(f"opt:--executor={ex!r}", "option value", ["info", run, "--no-cache", "--executor", ex], (0, 2)))
     for fmt in ["", "xml", "JSON", "html"]:
         cases.append(Case(f"opt:analyze--format={fmt!r}", "option value", ["analyze", run, "--format", fmt], (2,)))
-        cases.append(Case(f"opt:report--format={fmt!r}", "option value",
-                          ["report", run, "--format", fmt, "-o", str(tmp / "r.html"), *ANALYZE], (0, 2)))
+        cases.append(
+            Case(
+                f"opt:report--format={fmt!r}",
+                "option value",
+                ["report", run, "--format", fmt, "-o", str(tmp / "r.html"), *ANALYZE],
+                (0, 2),
+            )
+        )
     for suffix in ("r.txt", "r", "r.HTML", "r.json.gz", "r.parquet"):
-        cases.append(Case(f"opt:report-o-suffix={suffix}", "option value",
-                          ["report", run, "-o", str(tmp / suffix), *ANALYZE], (0, 2)))
-    for b in ["", "exposed_comm_share", "exposed_comm_share<=nan", "exposed_comm_share<=inf", "exposed_comm_share<=-1",
-              "nosuch<=1", "exposed_comm_share<=1e309", "tp/all_gather:exposed_comm_us<=800", "*/*:x<=1", "<=1",
-              "exposed_comm_share<=1<=2", "exposed_comm_share>=0", "exposed_comm_share==0.5", "a" * 10000 + "<=1"]:
-        cases.append(Case(f"opt:check--budget={b[:30]!r}", "option value", ["check", run, "--budget", b, *ANALYZE],
-                          (0, 1, 2)))
+        cases.append(
+            Case(f"opt:report-o-suffix={suffix}", "option value", ["report", run, "-o", str(tmp / suffix), *ANALYZE], (0, 2))
+        )
+    for b in [
+        "",
+        "exposed_comm_share",
+        "exposed_comm_share<=nan",
+        "exposed_comm_share<=inf",
+        "exposed_comm_share<=-1",
+        "nosuch<=1",
+        "exposed_comm_share<=1e309",
+        "tp/all_gather:exposed_comm_us<=800",
+        "*/*:x<=1",
+        "<=1",
+        "exposed_comm_share<=1<=2",
+        "exposed_comm_share>=0",
+        "exposed_comm_share==0.5",
+        "a" * 10000 + "<=1",
+    ]:
+        cases.append(Case(f"opt:check--budget={b[:30]!r}", "option value", ["check", run, "--budget", b, *ANALYZE], (0, 1, 2)))
     for m in ["", "nosuch", "*/*:nosuch", "tp/all_gather:", ":x", "*/*:exposed_comm_us:x", "exposed_comm_us"]:
-        cases.append(Case(f"opt:check--metric={m!r}", "option value",
-                          ["check", run, "--baseline", summ, "--metric", m, *ANALYZE], (0, 1, 2)))
+        cases.append(
+            Case(
+                f"opt:check--metric={m!r}", "option value", ["check", run, "--baseline", summ, "--metric", m, *ANALYZE], (0, 1, 2)
+            )
+        )
     for r in ["-1%", "nan", "inf", "1e309%", "%", "abc", "0", "1000%", ""]:
-        cases.append(Case(f"opt:check--max-regression={r!r}", "option value",
-                          ["check", run, "--baseline", summ, "--max-regression", r, *ANALYZE], (0, 1, 2)))
+        cases.append(
+            Case(
+                f"opt:check--max-regression={r!r}",
+                "option value",
+                ["check", run, "--baseline", summ, "--max-regression", r, *ANALYZE],
+                (0, 1, 2),
+            )
+        )
     for dm in ["", "=", "x=", "=tp", "*=nosuch", "[=tp", "default_pg=tp=dp", "default_pg=" + "x" * 1000]:
-        cases.append(Case(f"opt:analyze--dim-map={dm[:20]!r}", "option value",
-                          ["analyze", run, "--format", "json", "--dim-map", dm, *ANALYZE], (0, 2)))
+        cases.append(
+            Case(
+                f"opt:analyze--dim-map={dm[:20]!r}",
+                "option value",
+                ["analyze", run, "--format", "json", "--dim-map", dm, *ANALYZE],
+                (0, 2),
+            )
+        )
     for d in ["", "0", "0:", ":5", "0:-5", "0:nan", "0:inf", "x:5", "99:5", "-1:5", "0:1e309", "0:5:6", "0:99999999999"]:
-        cases.append(Case(f"opt:run--delay={d!r}", "option value",
-                          ["run", "--delay", d, "--out", str(tmp / "rr")], (2,)))
-    for o, v in (("--tp", "0"), ("--tp", "-2"), ("--steps", "0"), ("--steps", "-1"), ("--layers", "0"),
-                 ("--hidden", "0"), ("--heads", "0"), ("--seq", "0"), ("--batch", "0"), ("--capacity-factor", "nan"),
-                 ("--capacity-factor", "-1"), ("--experts", "0"), ("--top-k", "0"),
-                 ("--workload", ""), ("--workload", "nosuch"), ("--workload", "tp+tp"), ("--dp", "0"), ("--cp", "-1"),
-                 ("--pp", "0"), ("--ep", "0"), ("--hidden", "7"), ("--heads", "3"), ("--tp", "100000")):
-        cases.append(Case(f"opt:run{o}={v}", "option value", ["run", o, v, "--out", str(tmp / "rr"), "--steps", "1"]
-                          if o != "--steps" else ["run", o, v, "--out", str(tmp / "rr")], (2,)))
+        cases.append(Case(f"opt:run--delay={d!r}", "option value", ["run", "--delay", d, "--out", str(tmp / "rr")], (2,)))
+    for o, v in (
+        ("--tp", "0"),
+        ("--tp", "-2"),
+        ("--steps", "0"),
+        ("--steps", "-1"),
+        ("--layers", "0"),
+        ("--hidden", "0"),
+        ("--heads", "0"),
+        ("--seq", "0"),
+        ("--batch", "0"),
+        ("--capacity-factor", "nan"),
+        ("--capacity-factor", "-1"),
+        ("--experts", "0"),
+        ("--top-k", "0"),
+        ("--workload", ""),
+        ("--workload", "nosuch"),
+        ("--workload", "tp+tp"),
+        ("--dp", "0"),
+        ("--cp", "-1"),
+        ("--pp", "0"),
+        ("--ep", "0"),
+        ("--hidden", "7"),
+        ("--heads", "3"),
+        ("--tp", "100000"),
+    ):
+        cases.append(
+            Case(
+                f"opt:run{o}={v}",
+                "option value",
+                ["run", o, v, "--out", str(tmp / "rr"), "--steps", "1"]
+                if o != "--steps"
+                else ["run", o, v, "--out", str(tmp / "rr")],
+                (2,),
+            )
+        )
     for o, v in (("--tp", "0"), ("--cp", "-1"), ("--steps", "0"), ("--workload", "nosuch")):
         cases.append(Case(f"opt:demo{o}={v}", "option value", ["demo", o, v, "--out", str(tmp / "dd")], (2,)))
     # the environment
-    for var in ("TRACEKIT_MAX_TRACE_BYTES", "TRACEKIT_MAX_STRING_BYTES", "TRACEKIT_MAX_GZIP_RATIO",
-                "TRACEKIT_MAX_DOCUMENT_BYTES", "TRACEKIT_MAX_COLLECTIVE_ROWS", "TRACEKIT_CACHE_DIR",
-                "TRACEKIT_COLLECTIVE_TIMEOUT_S", "TRACEKIT_FUZZ_EXAMPLES", "COLUMNS"):
+    for var in (
+        "TRACEKIT_MAX_TRACE_BYTES",
+        "TRACEKIT_MAX_STRING_BYTES",
+        "TRACEKIT_MAX_GZIP_RATIO",
+        "TRACEKIT_MAX_DOCUMENT_BYTES",
+        "TRACEKIT_MAX_COLLECTIVE_ROWS",
+        "TRACEKIT_CACHE_DIR",
+        "TRACEKIT_COLLECTIVE_TIMEOUT_S",
+        "TRACEKIT_FUZZ_EXAMPLES",
+        "COLUMNS",
+    ):
         for v in ("abc", "-1", "nan", "9" * 400):
             for cmd in (["info", run, "--executor", "serial"], ["diff", summ, summ]):
-                cases.append(Case(f"env:{var}={v[:10]!r}/{cmd[0]}", "environment", cmd, (0, 2), env={var: v},
-                                  subprocess=True))
-    cases.append(Case("env:TRACEKIT_CACHE_DIR=/dev/full", "environment", ["info", run], (0,),
-                      env={"TRACEKIT_CACHE_DIR": "/dev/full/x"}))
-    cases.append(Case("env:TRACEKIT_CACHE_DIR=file", "environment", ["info", run], (0,),
-                      env={"TRACEKIT_CACHE_DIR": str(base["summary"])}))
+                cases.append(Case(f"env:{var}={v[:10]!r}/{cmd[0]}", "environment", cmd, (0, 2), env={var: v}, subprocess=True))
+    cases.append(
+        Case("env:TRACEKIT_CACHE_DIR=/dev/full", "environment", ["info", run], (0,), env={"TRACEKIT_CACHE_DIR": "/dev/full/x"})
+    )
+    cases.append(
+        Case("env:TRACEKIT_CACHE_DIR=file", "environment", ["info", run], (0,), env={"TRACEKIT_CACHE_DIR": str(base["summary"])})
+    )
     cases.append(Case("opt:--cache-dir=file", "option value", ["info", run, "--cache-dir", str(base["summary"])], (0,)))
     cases.append(Case("opt:--cache-dir=/proc", "option value", ["info", run, "--cache-dir", "/proc/x"], (0,)))
     return cases
@@ -324,8 +497,7 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     """Each document where another is expected, and each mutated field by field with the WEIRD values."""
     run, out = str(base["run"]), tmp / "out"
     out.mkdir(exist_ok=True)
-    docs = {k: base[k] for k in ("summary", "verdict", "timeline", "tracks", "rules", "memraw", "html", "cache",
-                                 "trace")}
+    docs = {k: base[k] for k in ("summary", "verdict", "timeline", "tracks", "rules", "memraw", "html", "cache", "trace")}
     docs["runjson"] = base["runjson"]
     from tests.helpers.hostile import whitespace_bomb
 
@@ -345,19 +517,20 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             "as-A/diff": ["diff", s, str(base["summary"])],
             "as-timeline/report": ["report", run, "--timeline", s, "-o", str(out / "r.html"), *ANALYZE],
             "as-verdict/report": ["report", run, "--verdict", s, "-o", str(out / "r.html"), *ANALYZE],
-            "as-tracks/annotate": ["annotate", run + "/rank0.json", "--tracks", s, "-o", str(out / "a.json"),
-                                   *ANALYZE],
+            "as-tracks/annotate": ["annotate", run + "/rank0.json", "--tracks", s, "-o", str(out / "a.json"), *ANALYZE],
             "as-rules/info": ["info", run, "--comm-rules", s, *ANALYZE],
             "as-memraw/memory": ["memory", "timeline", s],
         }
         for w, argv in where.items():
-            cases.append(Case(f"doc:{kind}/{w}", "document kind", argv, (0, 1, 2, 3) if argv[0] == "check" else
-                              (0, 2, 3)))
+            cases.append(Case(f"doc:{kind}/{w}", "document kind", argv, (0, 1, 2, 3) if argv[0] == "check" else (0, 2, 3)))
     # field-by-field mutations of the JSON documents
     readers = {
-        "summary": lambda s: [["report", "--summary", s, "-o", str(out / "r.html")],
-                              ["check", run, "--baseline", s, *ANALYZE], ["diff", s, str(base["summary"])],
-                              ["check", s, "--budget", "exposed_comm_share<=1"]],
+        "summary": lambda s: [
+            ["report", "--summary", s, "-o", str(out / "r.html")],
+            ["check", run, "--baseline", s, *ANALYZE],
+            ["diff", s, str(base["summary"])],
+            ["check", s, "--budget", "exposed_comm_share<=1"],
+        ],
         "verdict": lambda s: [["report", run, "--verdict", s, "-o", str(out / "r.html"), *ANALYZE]],
         "timeline": lambda s: [["report", run, "--timeline", s, "-o", str(out / "r.html"), *ANALYZE]],
         "tracks": lambda s: [["annotate", run + "/rank0.json", "--tracks", s, "-o", str(out / "a.json"), *ANALYZE]],
@@ -376,19 +549,43 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
                 f = mdir / f"{kind}-{n}.json"
                 f.write_text(json.dumps(mutant))
                 for argv in make(str(f)):
-                    cases.append(Case(f"mut:{kind}{_fmt(path)}={_short(w)}/{argv[0]}", f"mutated {kind}", argv,
-                                      (0, 1, 2, 3) if argv[0] == "check" else (0, 2, 3)))
+                    cases.append(
+                        Case(
+                            f"mut:{kind}{_fmt(path)}={_short(w)}/{argv[0]}",
+                            f"mutated {kind}",
+                            argv,
+                            (0, 1, 2, 3) if argv[0] == "check" else (0, 2, 3),
+                        )
+                    )
     # rule TOML mutations
-    for i, text in enumerate(['[[comm]]\npattern = "x"\nlibrary = ["a"]\n', '[[comm]]\npattern = ""\n',
-                              "[[comm]]\npattern = 1e309\n", '[[comm]]\npattern = "\\u0000"\n',
-                              '[[comm]]\npattern = "x"\nkind = "nosuch"\n', "comm = []\n", '[comm]\npattern = "x"\n',
-                              '[[comm]]\npattern = "x"\n[[comm]]\npattern = "("\n', "\ufeff[[comm]]\npattern = 'x'\n",
-                              '[[comm]]\npattern = "x"\ndim = 5\n', "x = 1\n", "[[other]]\na = 1\n",
-                              '[[comm]]\npattern = "(?P<a>x)(?P<a>y)"\n', '[[comm]]\npattern = "\\\\"\n']):
+    for i, text in enumerate(
+        [
+            '[[comm]]\npattern = "x"\nlibrary = ["a"]\n',
+            '[[comm]]\npattern = ""\n',
+            "[[comm]]\npattern = 1e309\n",
+            '[[comm]]\npattern = "\\u0000"\n',
+            '[[comm]]\npattern = "x"\nkind = "nosuch"\n',
+            "comm = []\n",
+            '[comm]\npattern = "x"\n',
+            '[[comm]]\npattern = "x"\n[[comm]]\npattern = "("\n',
+            "\ufeff[[comm]]\npattern = 'x'\n",
+            '[[comm]]\npattern = "x"\ndim = 5\n',
+            "x = 1\n",
+            "[[other]]\na = 1\n",
+            '[[comm]]\npattern = "(?P<a>x)(?P<a>y)"\n',
+            '[[comm]]\npattern = "\\\\"\n',
+        ]
+    ):
         f = tmp / f"rules-{i}.toml"
         f.write_text(text, encoding="utf-8")
-        cases.append(Case(f"mut:rules-{i}/analyze", "mutated rules", ["analyze", run, "--comm-rules", str(f),
-                                                                       "--format", "json", *ANALYZE], (0, 2)))
+        cases.append(
+            Case(
+                f"mut:rules-{i}/analyze",
+                "mutated rules",
+                ["analyze", run, "--comm-rules", str(f), "--format", "json", *ANALYZE],
+                (0, 2),
+            )
+        )
     # run.json field by field (in the run directory)
     rj = json.loads(base["runjson"].read_text())
     for key in list(rj) + ["process_groups", "schedule", "ranks"]:
@@ -400,8 +597,9 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             (d / "run.json").write_text(json.dumps(m))
             (d / "rank0.json").write_text(json.dumps(intact_doc()))
             for c in ("analyze", "baseline"):
-                cases.append(Case(f"mut:run.json.{key}={_short(w)}/{c}", "mutated run.json",
-                                  _trace_commands(str(d), out)[c], (0, 3)))
+                cases.append(
+                    Case(f"mut:run.json.{key}={_short(w)}/{c}", "mutated run.json", _trace_commands(str(d), out)[c], (0, 3))
+                )
     # activation files
     act = {"schema": "tracekit.activation/1", "rank": 0, "steps": [{"step": 1, "saved_bytes": 1024}]}
     for key in ("schema", "rank", "steps"):
@@ -412,8 +610,14 @@ def document_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
             m[key] = w
             (d / "activation_r0.json").write_text(json.dumps(m))
             (d / "rank0.json").write_text(json.dumps(intact_doc()))
-            cases.append(Case(f"mut:activation.{key}={_short(w)}/analyze", "mutated activation",
-                              _trace_commands(str(d), out)["analyze"], (0, 3)))
+            cases.append(
+                Case(
+                    f"mut:activation.{key}={_short(w)}/analyze",
+                    "mutated activation",
+                    _trace_commands(str(d), out)["analyze"],
+                    (0, 3),
+                )
+            )
     return cases
 
 
@@ -488,6 +692,7 @@ def encoding_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
         d.mkdir()
         (d / name).write_bytes(data)
         cases += _input_cases("trace encoding", f"enc:{label}", d, out, ("info", "analyze", "check", "annotate"))
+
     # event-level oddities
     def doc_with(events_fn: Callable[[list], list], header=None) -> dict:
         d = intact_doc()
@@ -495,70 +700,113 @@ def encoding_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
         d.update(header or {})
         return d
 
-    step = lambda n, ts, dur=1000: {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1,
-                                    "tid": 1, "ts": ts, "dur": dur}
+    step = lambda n, ts, dur=1000: {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": f"ProfilerStep#{n}",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+    }
     events = {
-        "100k-pids": lambda ev: ev + [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": i, "tid": i, "ts": 5,
-                                       "dur": 1} for i in range(100_000)],
-        "1e6-names": lambda ev: ev + [{"ph": "i", "cat": "cpu_op", "name": f"n{i}", "pid": 1, "tid": 1, "ts": 5}
-                                      for i in range(300_000)],
-        "step-negative": lambda ev: [dict(e, name="ProfilerStep#-5") if e.get("name") == "ProfilerStep#1" else e
-                                     for e in ev],
-        "step-huge": lambda ev: [dict(e, name="ProfilerStep#9223372036854775807") if e.get("name") == "ProfilerStep#1"
-                                 else e for e in ev],
-        "step-duplicated": lambda ev: [dict(e, name="ProfilerStep#1") if e.get("name") == "ProfilerStep#2" else e
-                                       for e in ev],
-        "step-non-monotonic": lambda ev: [dict(e, name={"ProfilerStep#1": "ProfilerStep#9", "ProfilerStep#2":
-                                                        "ProfilerStep#3"}.get(e.get("name"), e.get("name")))
-                                          for e in ev],
+        "100k-pids": lambda ev: (
+            ev + [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": i, "tid": i, "ts": 5, "dur": 1} for i in range(100_000)]
+        ),
+        "1e6-names": lambda ev: (
+            ev + [{"ph": "i", "cat": "cpu_op", "name": f"n{i}", "pid": 1, "tid": 1, "ts": 5} for i in range(300_000)]
+        ),
+        "step-negative": lambda ev: [dict(e, name="ProfilerStep#-5") if e.get("name") == "ProfilerStep#1" else e for e in ev],
+        "step-huge": lambda ev: [
+            dict(e, name="ProfilerStep#9223372036854775807") if e.get("name") == "ProfilerStep#1" else e for e in ev
+        ],
+        "step-duplicated": lambda ev: [dict(e, name="ProfilerStep#1") if e.get("name") == "ProfilerStep#2" else e for e in ev],
+        "step-non-monotonic": lambda ev: [
+            dict(
+                e, name={"ProfilerStep#1": "ProfilerStep#9", "ProfilerStep#2": "ProfilerStep#3"}.get(e.get("name"), e.get("name"))
+            )
+            for e in ev
+        ],
         "steps-overlapping": lambda ev: ev + [step(3, 500, 1000)],
         "steps-nested": lambda ev: ev + [step(3, 100, 100)],
         "step-empty-number": lambda ev: ev + [dict(step(3, 2000), name="ProfilerStep#")],
-        "begin-end-unbalanced": lambda ev: ev + [{"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1,
-                                                  "ts": 10}, {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
-                                                 {"ph": "E", "pid": 1, "tid": 2, "ts": 50}],
-        "begin-end-step": lambda ev: [e for e in ev if not str(e.get("name", "")).startswith("ProfilerStep")] + [
-            {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0},
-            {"ph": "E", "pid": 1, "tid": 1, "ts": 1000}, {"ph": "B", "cat": "user_annotation",
-                                                          "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1000}],
+        "begin-end-unbalanced": lambda ev: (
+            ev
+            + [
+                {"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 10},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 50},
+            ]
+        ),
+        "begin-end-step": lambda ev: (
+            [e for e in ev if not str(e.get("name", "")).startswith("ProfilerStep")]
+            + [
+                {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 1000},
+                {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1000},
+            ]
+        ),
         "ts-all-equal": lambda ev: [dict(e, ts=5) if "ts" in e else e for e in ev],
         "dur-all-zero": lambda ev: [dict(e, dur=0) if "dur" in e else e for e in ev],
         "ts-strings": lambda ev: [dict(e, ts=str(e["ts"])) if "ts" in e else e for e in ev],
         "no-steps": lambda ev: [e for e in ev if not str(e.get("name", "")).startswith("ProfilerStep")],
         "only-steps": lambda ev: [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep")],
-        "flow-events": lambda ev: ev + [{"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 20, "cat": "ac2g", "name": "x"},
-                                        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1e300, "cat": "ac2g",
-                                         "name": "x", "bp": "e"}],
+        "flow-events": lambda ev: (
+            ev
+            + [
+                {"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 20, "cat": "ac2g", "name": "x"},
+                {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1e300, "cat": "ac2g", "name": "x", "bp": "e"},
+            ]
+        ),
         "correlation-everywhere": lambda ev: [dict(e, args=dict(e.get("args") or {}, correlation=1)) for e in ev],
         "kernel-no-stream": lambda ev: [dict(e, args={}) if e.get("cat") == "kernel" else e for e in ev],
-        "collective-huge-group": lambda ev: [dict(e, args=dict(e["args"], **{"Group size": 10**9, "Seq": -5}))
-                                             if "nccl" in e.get("name", "") else e for e in ev],
-        "collective-pg-odd": lambda ev: [dict(e, args=dict(e["args"], **{"Process Group Name": "", "Process Group "
-                                                                         "Description": "\x1b[2J"}))
-                                         if "nccl" in e.get("name", "") else e for e in ev],
-        "memory-events": lambda ev: ev + [{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1,
-                                           "tid": 1, "ts": 50 + i, "args": {"Device Id": 0, "Device Type": 1,
-                                                                            "Addr": i, "Bytes": b, "Total Allocated":
-                                                                            t, "Total Reserved": 0}}
-                                          for i, (b, t) in enumerate([(10**30, -1), (-5, 1e308), (1, "x")])],
+        "collective-huge-group": lambda ev: [
+            dict(e, args=dict(e["args"], **{"Group size": 10**9, "Seq": -5})) if "nccl" in e.get("name", "") else e for e in ev
+        ],
+        "collective-pg-odd": lambda ev: [
+            dict(e, args=dict(e["args"], **{"Process Group Name": "", "Process Group Description": "\x1b[2J"}))
+            if "nccl" in e.get("name", "")
+            else e
+            for e in ev
+        ],
+        "memory-events": lambda ev: (
+            ev
+            + [
+                {
+                    "ph": "i",
+                    "cat": "cpu_instant_event",
+                    "name": "[memory]",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 50 + i,
+                    "args": {"Device Id": 0, "Device Type": 1, "Addr": i, "Bytes": b, "Total Allocated": t, "Total Reserved": 0},
+                }
+                for i, (b, t) in enumerate([(10**30, -1), (-5, 1e308), (1, "x")])
+            ]
+        ),
     }
     for label, fn in events.items():
         d = enc / f"ev-{label}"
         d.mkdir()
         (d / "rank0.json").write_text(json.dumps(doc_with(fn)))
-        cases += _input_cases("trace events", f"ev:{label}", d, out,
-                              ("info", "analyze", "check", "annotate", "whatif", "report", "baseline"))
+        cases += _input_cases(
+            "trace events", f"ev:{label}", d, out, ("info", "analyze", "check", "annotate", "whatif", "report", "baseline")
+        )
     return cases
 
 
 def directory_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
     out = tmp / "out"
     out.mkdir(exist_ok=True)
-    raw = lambda r, w=2: json.dumps(dict(intact_doc(), distributedInfo=dict(intact_doc()["distributedInfo"], rank=r,
-                                                                           world_size=w)))
+    raw = lambda r, w=2: json.dumps(
+        dict(intact_doc(), distributedInfo=dict(intact_doc()["distributedInfo"], rank=r, world_size=w))
+    )
     sets: dict[str, dict[str, bytes]] = {
-        "same-rank-two-suffixes": {"rank0.json": raw(0).encode(), "rank0.json.gz": gzip.compress(raw(0).encode()),
-                                   "rank1.json": raw(1).encode()},
+        "same-rank-two-suffixes": {
+            "rank0.json": raw(0).encode(),
+            "rank0.json.gz": gzip.compress(raw(0).encode()),
+            "rank1.json": raw(1).encode(),
+        },
         "same-rank-two-names": {"a.json": raw(0).encode(), "b.pt.trace.json": raw(0).encode()},
         "ranks-0-and-1e6": {"rank0.json": raw(0, 10**6 + 1).encode(), "rank1000000.json": raw(10**6, 10**6 + 1).encode()},
         "world-size-1e9": {"rank0.json": raw(0, 10**9).encode()},
@@ -569,11 +817,17 @@ def directory_cases(base: dict[str, Path], tmp: Path) -> list[Case]:
         "gzip-named-json": {"rank0.json": gzip.compress(raw(0).encode()), "rank1.json": raw(1).encode()},
         "plain-named-gz": {"rank0.json.gz": raw(0).encode(), "rank1.json": raw(1).encode()},
         "rank-negative": {"rank0.json": raw(-1).encode()},
-        "no-distributed-info-two": {"a.json": json.dumps({**intact_doc(), "distributedInfo": None}).encode(),
-                                    "b.json": json.dumps({**intact_doc(), "distributedInfo": None}).encode()},
+        "no-distributed-info-two": {
+            "a.json": json.dumps({**intact_doc(), "distributedInfo": None}).encode(),
+            "b.json": json.dumps({**intact_doc(), "distributedInfo": None}).encode(),
+        },
         "with-subdirs": {"rank0.json": raw(0).encode(), "sub/rank1.json": raw(1).encode()},
-        "with-other-files": {"rank0.json": raw(0, 1).encode(), "notes.txt": b"hello", "report.html": b"<html>",
-                             "summary.json": base["summary"].read_bytes()},
+        "with-other-files": {
+            "rank0.json": raw(0, 1).encode(),
+            "notes.txt": b"hello",
+            "report.html": b"<html>",
+            "summary.json": base["summary"].read_bytes(),
+        },
         "run-json-dir": {"rank0.json": raw(0, 1).encode(), "run.json/x": b"{}"},
         "activation-dir": {"rank0.json": raw(0, 1).encode(), "activation_r0.json/x": b"{}"},
         "cache-dir-file": {"rank0.json": raw(0, 1).encode(), ".tracekit_cache": b"not a directory"},
@@ -617,8 +871,7 @@ def judge(case: Case, rc: int, stdout: str, stderr: str, exc: BaseException | No
     if rc == 1:  # check's gate failed: the verdict is on stdout, the reasons in notes and warnings
         return None
     if rc not in (0, 141):
-        lines = [x for x in stderr.splitlines() if x.strip() and not x.startswith(("warning:", "note:",
-                                                                                    "tracekit: note:"))]
+        lines = [x for x in stderr.splitlines() if x.strip() and not x.startswith(("warning:", "note:", "tracekit: note:"))]
         errors = [x for x in lines if x.startswith(("tracekit: error:", "Error:"))]
         if not errors:
             return "no one-line error on stderr"
@@ -667,8 +920,7 @@ def run_process(case: Case, cache: Path) -> Outcome:
         cmd = [sys.executable, "-m", "tracekit", *case.argv]
     try:
         # cwd: a relative TRACEKIT_CACHE_DIR ('abc') makes its directory there, not in the checkout
-        p = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT_S, env=env, stdin=subprocess.DEVNULL,
-                           cwd=cache.parent)
+        p = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT_S, env=env, stdin=subprocess.DEVNULL, cwd=cache.parent)
         rc, out, err = p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as e:
         rc, out, err = 124, (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
@@ -682,8 +934,7 @@ def run_case(case: Case, cache: Path) -> Outcome:
 def counts(outcomes: list[Outcome]) -> dict:
     return {
         "cases": len(outcomes),
-        "commands": dict(Counter(o.case.argv[0] if o.case.argv[0] != "memory" else " ".join(o.case.argv[:2])
-                                 for o in outcomes)),
+        "commands": dict(Counter(o.case.argv[0] if o.case.argv[0] != "memory" else " ".join(o.case.argv[:2]) for o in outcomes)),
         "classes": dict(Counter(o.case.cls for o in outcomes)),
         "exit_codes": dict(sorted(Counter(o.rc for o in outcomes).items())),
         "defects": dict(Counter(o.defect.split(",")[0] for o in outcomes if o.defect)),

@@ -44,6 +44,7 @@ def _info(**kw):
     def f(meta):
         meta["info"].update(kw)
         return meta
+
     return f
 
 
@@ -106,8 +107,11 @@ def test_a_crafted_cache_entry_through_the_cli(tmp_path):
     args = [a for a in args if a != "--no-cache"] + ["--cache-dir", str(cache)]
     first = run_inproc({"analyze": args}, cache)["analyze"]
     assert_ok({"analyze": first})
-    _rewrite(cache_path(str(src), str(cache)), columns={"kind": lambda a: _set(a, 0, 99)},
-             meta=lambda m: dict(m, strings=m["strings"][:2]))
+    _rewrite(
+        cache_path(str(src), str(cache)),
+        columns={"kind": lambda a: _set(a, 0, 99)},
+        meta=lambda m: dict(m, strings=m["strings"][:2]),
+    )
     for entry in cache.glob("analysis.*.json"):  # the whole-analysis entry would serve the summary unloaded
         entry.unlink()
     second = run_inproc({"analyze": args}, cache)["analyze"]

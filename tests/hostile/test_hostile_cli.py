@@ -72,13 +72,16 @@ def _socket(p):
         s.close()
 
 
-@pytest.mark.parametrize("kind,make,message", [
-    ("fifo", _fifo, "is a FIFO (named pipe), not a regular file"),
-    ("dev-zero", lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
-    ("dev-urandom", lambda p: os.symlink("/dev/urandom", p), "is a character device, not a regular file"),
-    ("socket", _socket, "is a socket, not a regular file"),
-    ("read-error", lambda p: os.symlink("/proc/self/mem", p), "read error after 0 bytes"),  # EIO on every read
-])
+@pytest.mark.parametrize(
+    "kind,make,message",
+    [
+        ("fifo", _fifo, "is a FIFO (named pipe), not a regular file"),
+        ("dev-zero", lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
+        ("dev-urandom", lambda p: os.symlink("/dev/urandom", p), "is a character device, not a regular file"),
+        ("socket", _socket, "is a socket, not a regular file"),
+        ("read-error", lambda p: os.symlink("/proc/self/mem", p), "read error after 0 bytes"),  # EIO on every read
+    ],
+)
 def test_files_that_are_not_traces(case, tmp_path, kind, make, message):
     make(case / "rank1.json")
     if kind == "read-error" and not _eio_on_read("/proc/self/mem"):
@@ -165,21 +168,24 @@ def test_catastrophic_pattern_on_real_kernel_names(tmp_path):
     assert_ok(run_inproc({k: cmds[k] for k in ("info", "report")}, tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("shape.toml", b"comm = 5\n", "'comm' must be an array of tables"),
-    ("latin1.toml", b'[[comm]]\npattern = "caf\xe9"\n', "not UTF-8"),
-    ("pattern-int.toml", b"[[comm]]\npattern = 5\n", "field 'pattern': the pattern must be a string"),
-    ("library-int.toml", b'[[comm]]\npattern = "x"\nlibrary = 5\n', "field 'library' must be a string"),
-    ("no-pattern.toml", b'[[comm]]\nlibrary = "x"\n', "needs a string 'pattern'"),
-    ("bad-regex.toml", b'[[comm]]\npattern = "("\n', "not a valid regular expression"),
-    ("long-pattern.toml", b'[[comm]]\npattern = "' + b"a" * 100_000 + b'"\n', "a pattern of 100000 bytes"),
-    ("huge.toml", None, "larger than 1048576 bytes"),  # 50 MB: read no further than the limit
-    ("not-toml.toml", b"[[comm\n", "not valid TOML"),
-    ("unknown-field.toml", b'[[comm]]\npattern = "x"\nlibary = "y"\n', "unknown field 'libary'"),
-    ("entry-not-a-table.toml", b'comm = ["x"]\n', "entry 1: must be a table"),
-    ("fifo.toml", "FIFO", "is a FIFO (named pipe), not a regular file"),
-    ("deep.toml", b"comm = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("shape.toml", b"comm = 5\n", "'comm' must be an array of tables"),
+        ("latin1.toml", b'[[comm]]\npattern = "caf\xe9"\n', "not UTF-8"),
+        ("pattern-int.toml", b"[[comm]]\npattern = 5\n", "field 'pattern': the pattern must be a string"),
+        ("library-int.toml", b'[[comm]]\npattern = "x"\nlibrary = 5\n', "field 'library' must be a string"),
+        ("no-pattern.toml", b'[[comm]]\nlibrary = "x"\n', "needs a string 'pattern'"),
+        ("bad-regex.toml", b'[[comm]]\npattern = "("\n', "not a valid regular expression"),
+        ("long-pattern.toml", b'[[comm]]\npattern = "' + b"a" * 100_000 + b'"\n', "a pattern of 100000 bytes"),
+        ("huge.toml", None, "larger than 1048576 bytes"),  # 50 MB: read no further than the limit
+        ("not-toml.toml", b"[[comm\n", "not valid TOML"),
+        ("unknown-field.toml", b'[[comm]]\npattern = "x"\nlibary = "y"\n', "unknown field 'libary'"),
+        ("entry-not-a-table.toml", b'comm = ["x"]\n', "entry 1: must be a table"),
+        ("fifo.toml", "FIFO", "is a FIFO (named pipe), not a regular file"),
+        ("deep.toml", b"comm = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML"),
+    ],
+)
 def test_bad_rule_files(case, tmp_path, name, content, message):
     rules = tmp_path / name
     if content == "FIFO":
@@ -204,8 +210,11 @@ def test_bad_patterns_on_the_command_line(case, tmp_path):
 def test_a_limit_in_the_environment_that_is_not_a_number(case, tmp_path):
     """Read at import: before, TRACEKIT_MAX_TRACE_BYTES=abc was a ValueError traceback from every command."""
     cmds = commands(case, tmp_path / "out")
-    res = run_all({k: cmds[k] for k in ("info", "check")}, tmp_path / "cache",
-                  env={"TRACEKIT_MAX_TRACE_BYTES": "abc", "TRACEKIT_MAX_GZIP_RATIO": "-1"})
+    res = run_all(
+        {k: cmds[k] for k in ("info", "check")},
+        tmp_path / "cache",
+        env={"TRACEKIT_MAX_TRACE_BYTES": "abc", "TRACEKIT_MAX_GZIP_RATIO": "-1"},
+    )
     assert_refused(res, 2, "TRACEKIT_MAX_TRACE_BYTES='abc': expected a positive number")
 
 
@@ -234,14 +243,19 @@ def test_header_faults_drop_fields_and_keep_the_figures(tmp_path):
     """Every header fault at once, on every command: each field dropped with a warning naming it; the same figures."""
     (tmp_path / "out").mkdir()
     (tmp_path / "cache").mkdir()
-    intact = run_inproc({"analyze": commands(write(tmp_path / "a" / "rank0.json", intact_doc()), tmp_path / "out")
-                         ["analyze"]}, tmp_path / "cache")["analyze"]
+    intact = run_inproc(
+        {"analyze": commands(write(tmp_path / "a" / "rank0.json", intact_doc()), tmp_path / "out")["analyze"]}, tmp_path / "cache"
+    )["analyze"]
     doc = mutated(baseTimeNanoseconds=1.7e18, trace_id={"a": [1]}, deviceProperties={"name": "x"})
-    doc["distributedInfo"].update(rank="one", world_size=-3, pg_count=1.5,
-                                  pg_config=[{"pg_name": {"x": 1}, "pg_desc": "default_pg", "ranks": [{}]}, 5])
-    doc["traceEvents"] += [dict(doc["traceEvents"][2], ts=1e18), dict(doc["traceEvents"][2], ts="@BIG@"),
-                           dict(doc["traceEvents"][2], dur="@BIG@"),
-                           dict(doc["traceEvents"][3], args={"correlation": 99, "traceEvents": [1]})]
+    doc["distributedInfo"].update(
+        rank="one", world_size=-3, pg_count=1.5, pg_config=[{"pg_name": {"x": 1}, "pg_desc": "default_pg", "ranks": [{}]}, 5]
+    )
+    doc["traceEvents"] += [
+        dict(doc["traceEvents"][2], ts=1e18),
+        dict(doc["traceEvents"][2], ts="@BIG@"),
+        dict(doc["traceEvents"][2], dur="@BIG@"),
+        dict(doc["traceEvents"][3], args={"correlation": 99, "traceEvents": [1]}),
+    ]
     path = tmp_path / "b" / "rank0.json"
     write(path, doc)
     path.write_text(path.read_text().replace('"@BIG@"', "1e400"))
@@ -249,9 +263,17 @@ def test_header_faults_drop_fields_and_keep_the_figures(tmp_path):
     assert_ok(res)
     assert figures(res["analyze"].stdout) == figures(intact.stdout)
     warnings = " ".join(__import__("json").loads(res["analyze"].stdout)["warnings"])
-    for field in ("baseTimeNanoseconds", "trace_id", "deviceProperties", "distributedInfo.rank",
-                  "distributedInfo.world_size", "distributedInfo.pg_count", "distributedInfo.pg_config[0].pg_name",
-                  "distributedInfo.pg_config[0].ranks", "distributedInfo.pg_config[1]"):
+    for field in (
+        "baseTimeNanoseconds",
+        "trace_id",
+        "deviceProperties",
+        "distributedInfo.rank",
+        "distributedInfo.world_size",
+        "distributedInfo.pg_count",
+        "distributedInfo.pg_config[0].pg_name",
+        "distributedInfo.pg_config[0].ranks",
+        "distributedInfo.pg_config[1]",
+    ):
         assert f"header field {field} " in warnings, field
     # ts 1e400 (beyond float range), dur 1e400 and ts 1e18 µs: each drops its event only, counted in one warning
     assert "dropped 3 events with missing, non-finite or negative times" in warnings
@@ -262,8 +284,9 @@ def test_lone_surrogate_escapes_in_names(tmp_path):
     whole trace; now read as U+FFFD with a warning, the figures unchanged (user patterns still match the name)."""
     (tmp_path / "out").mkdir()
     (tmp_path / "cache").mkdir()
-    intact = run_inproc({"analyze": commands(write(tmp_path / "a" / "rank0.json", intact_doc()), tmp_path / "out")
-                         ["analyze"]}, tmp_path / "cache")["analyze"]
+    intact = run_inproc(
+        {"analyze": commands(write(tmp_path / "a" / "rank0.json", intact_doc()), tmp_path / "out")["analyze"]}, tmp_path / "cache"
+    )["analyze"]
     doc = intact_doc()
     doc["traceEvents"][5]["name"] = "ampere_sgemm_128x64_nn\ud800"
     doc["traceEvents"][6]["name"] += "\udcff \U0001f600"  # a lone low surrogate, then a valid pair
@@ -292,13 +315,23 @@ def test_header_faults_on_a_real_nccl_trace(tmp_path):
     doc["distributedInfo"]["pg_config"][0]["pg_size"] = "two"
     doc["distributedInfo"]["pg_config"].append({"pg_name": [1], "ranks": "[0, 1]"})
     write(tmp_path / "bad" / "rank0.json.gz", doc)
-    got = run_inproc({"intact": commands(src, tmp_path / "out", rules=SERIAL)["analyze"],
-                      "bad": commands(tmp_path / "bad", tmp_path / "out", rules=SERIAL)["analyze"]}, tmp_path / "cache")
+    got = run_inproc(
+        {
+            "intact": commands(src, tmp_path / "out", rules=SERIAL)["analyze"],
+            "bad": commands(tmp_path / "bad", tmp_path / "out", rules=SERIAL)["analyze"],
+        },
+        tmp_path / "cache",
+    )
     assert_ok(got)
     assert figures(got["bad"].stdout) == figures(got["intact"].stdout)
     data = json.loads(got["bad"].stdout)
     assert data["run"]["world_size"] == 2 and [r["rank"] for r in data["ranks"]] == [0]
     warned = " ".join(data["warnings"])
-    for field in ("baseTimeNanoseconds", "trace_id", "distributedInfo.nccl_version",
-                  "distributedInfo.pg_config[0].pg_size", "distributedInfo.pg_config[1].pg_name"):
+    for field in (
+        "baseTimeNanoseconds",
+        "trace_id",
+        "distributedInfo.nccl_version",
+        "distributedInfo.pg_config[0].pg_size",
+        "distributedInfo.pg_config[1].pg_name",
+    ):
         assert f"header field {field} " in warned, field

@@ -68,14 +68,18 @@ def _outputs(run, target):
 def test_an_output_that_cannot_be_written_is_one_line_exit_2(run, tmp_path, what):
     """Before: IsADirectoryError / OSError(ENOSPC) / ValueError('embedded null byte') tracebacks with exit 1, or
     exit 0 over an output that was never written."""
-    target = {"a-directory": str(tmp_path), "full-device": campaign.full_device(tmp_path),
-              "nul-byte": str(tmp_path / "a\x00b.json")}[what]
+    target = {
+        "a-directory": str(tmp_path),
+        "full-device": campaign.full_device(tmp_path),
+        "nul-byte": str(tmp_path / "a\x00b.json"),
+    }[what]
     for name, args in _outputs(run, target).items():
         out = _cli(args, tmp_path)
         assert out.rc == 2, (name, out.rc, out.stderr)
         line = _error_line(out)
-        assert {"a-directory": "is a directory", "full-device": "No space left on device",
-                "nul-byte": "NUL"}[what] in line or (what == "nul-byte" and "null byte" in line), (name, line)
+        assert {"a-directory": "is a directory", "full-device": "No space left on device", "nul-byte": "NUL"}[what] in line or (
+            what == "nul-byte" and "null byte" in line
+        ), (name, line)
 
 
 def test_a_device_given_as_output_is_written_in_place_never_replaced(run, tmp_path):
@@ -105,8 +109,14 @@ def test_a_missing_output_directory_is_created_and_a_fifo_without_reader_does_no
 
 def _shell(line, tmp_path, env=None):
     cmd = line.replace("{tk}", f"'{sys.executable}' -m tracekit")
-    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                       env={**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache"), **(env or {})})
+    p = subprocess.run(
+        ["bash", "-c", cmd],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache"), **(env or {})},
+    )
     return p.returncode, p.stderr
 
 
@@ -118,8 +128,9 @@ def test_a_broken_pipe_exits_141_quietly_and_a_closed_stdout_is_no_traceback(run
         assert (rc, err) == (141, ""), (cmd, rc, err)
     rc, err = _shell(f"{{tk}} analyze {run} --no-cache --executor serial --format json >&-", tmp_path)
     assert rc == 0 and "Traceback" not in err, (rc, err)
-    rc, err = _shell(f"{{tk}} analyze {run} --no-cache --executor serial --format json >{campaign.full_device(tmp_path)}",
-                     tmp_path)
+    rc, err = _shell(
+        f"{{tk}} analyze {run} --no-cache --executor serial --format json >{campaign.full_device(tmp_path)}", tmp_path
+    )
     assert rc == 2 and err.startswith("tracekit: error: cannot write the standard output"), (rc, err)
 
 
@@ -135,8 +146,9 @@ def test_limits_in_the_environment_that_are_not_numbers(run, tmp_path):
         assert (rc, err.strip()) == (2, f"tracekit: error: {var}='abc': expected a positive number"), (var, rc, err)
 
 
-@pytest.mark.parametrize("address,message", [("", "expected dask://HOST:PORT"), ("h:99999", "port from 1 to 65535"),
-                                             ("[::1", "dask://[::1")])  # unreachable: 10 s, in the campaign
+@pytest.mark.parametrize(
+    "address,message", [("", "expected dask://HOST:PORT"), ("h:99999", "port from 1 to 65535"), ("[::1", "dask://[::1")]
+)  # unreachable: 10 s, in the campaign
 def test_a_dask_address_that_is_wrong_is_a_usage_error(run, tmp_path, address, message):
     """Before: ValueError, AssertionError or OSError tracebacks from distributed."""
     out = _cli(["info", run, "--no-cache", "--executor", f"dask://{address}"], tmp_path)
@@ -146,18 +158,21 @@ def test_a_dask_address_that_is_wrong_is_a_usage_error(run, tmp_path, address, m
 RAW = json.dumps(intact_doc())
 
 
-@pytest.mark.parametrize("name,data,message", [
-    ("utf16.json", RAW.encode("utf-16"), "is UTF-16 text"),
-    ("utf16le.json", RAW.encode("utf-16-le"), "UTF-16 or UTF-32"),
-    ("utf32be.json", RAW.encode("utf-32-be"), "UTF-16 or UTF-32"),
-    ("twice.json.gz", gzip.compress(gzip.compress(RAW.encode())), "gzip data again (compressed twice)"),
-    ("bz2.json.gz", bz2.compress(RAW.encode()), "is bzip2 data"),
-    ("xz.json.gz", lzma.compress(RAW.encode()), "is xz data"),
-    ("zstd.json.gz", b"\x28\xb5\x2f\xfd" + bytes(64), "is zstd data"),
-    ("zip.json.gz", "ZIP", "is a zip archive"),
-    ("cache.json", b"PAR1" + bytes(64), "Parquet file"),
-    ("report.json", b"<!DOCTYPE html><html>", "HTML page"),
-])
+@pytest.mark.parametrize(
+    "name,data,message",
+    [
+        ("utf16.json", RAW.encode("utf-16"), "is UTF-16 text"),
+        ("utf16le.json", RAW.encode("utf-16-le"), "UTF-16 or UTF-32"),
+        ("utf32be.json", RAW.encode("utf-32-be"), "UTF-16 or UTF-32"),
+        ("twice.json.gz", gzip.compress(gzip.compress(RAW.encode())), "gzip data again (compressed twice)"),
+        ("bz2.json.gz", bz2.compress(RAW.encode()), "is bzip2 data"),
+        ("xz.json.gz", lzma.compress(RAW.encode()), "is xz data"),
+        ("zstd.json.gz", b"\x28\xb5\x2f\xfd" + bytes(64), "is zstd data"),
+        ("zip.json.gz", "ZIP", "is a zip archive"),
+        ("cache.json", b"PAR1" + bytes(64), "Parquet file"),
+        ("report.json", b"<!DOCTYPE html><html>", "HTML page"),
+    ],
+)
 def test_a_file_in_another_format_is_named_with_the_fix(tmp_path, name, data, message):
     """Before: 'not valid JSON (invalid character (byte 0))' for all of them."""
     path = tmp_path / "run" / name
@@ -175,8 +190,10 @@ def test_a_file_in_another_format_is_named_with_the_fix(tmp_path, name, data, me
 def test_begin_end_events_are_warned_about_not_dropped_silently(tmp_path):
     """ph B/E pairs (Chrome's duration events) are not read; their time vanished from every figure without a word."""
     doc = intact_doc()
-    doc["traceEvents"] += [{"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 10},
-                           {"ph": "E", "pid": 1, "tid": 1, "ts": 50}]
+    doc["traceEvents"] += [
+        {"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 50},
+    ]
     out = _cli(["analyze", write(tmp_path / "r" / "rank0.json", doc), "--format", "json", *SERIAL], tmp_path)
     assert any("ignored 2 begin/end events (ph 'B'/'E')" in w for w in json.loads(out.stdout)["warnings"])
 
@@ -187,11 +204,17 @@ def test_a_100_kb_option_value_gives_a_short_error_line(run, tmp_path):
     assert out.rc == 3 and len(line) < 1200 and "characters left out" in line
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--heads", "0"], "--heads 0 must be >= 1"), (["--hidden", "0"], "--hidden 0 must be >= 1"),
-    (["--seq", "0"], "--seq 0 must be >= 1"), (["--batch", "0"], "--batch 0 must be >= 1"),
-    (["--workload", "tp+tp"], "name each workload once"), (["--workload", ""], "name each workload once"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--heads", "0"], "--heads 0 must be >= 1"),
+        (["--hidden", "0"], "--hidden 0 must be >= 1"),
+        (["--seq", "0"], "--seq 0 must be >= 1"),
+        (["--batch", "0"], "--batch 0 must be >= 1"),
+        (["--workload", "tp+tp"], "name each workload once"),
+        (["--workload", ""], "name each workload once"),
+    ],
+)
 def test_workload_options_that_no_rank_can_run_are_usage_errors(tmp_path, args, message):
     """Before: --heads 0 a ZeroDivisionError traceback, --seq 0 a rank failing with exit 3, --workload '' a run."""
     pytest.importorskip("torch")
@@ -236,8 +259,7 @@ def test_the_campaign_finds_no_defect(tmp_path):
         cases = _sample(cases, 20)
         assert {c.cls for c in cases} == every and len(cases) < len(campaign.build_cases(tmp_path / "again"))
     (tmp_path / "cache").mkdir()
-    defects = [(o.case.name, o.defect, o.stderr[-300:]) for o in (run_case(c, tmp_path / "cache") for c in cases)
-               if o.defect]
+    defects = [(o.case.name, o.defect, o.stderr[-300:]) for o in (run_case(c, tmp_path / "cache") for c in cases) if o.defect]
     assert not defects, defects[:20]
 
 
@@ -247,8 +269,12 @@ def test_a_trace_whose_name_holds_glob_and_escape_characters(tmp_path, name):
     an existing path is now taken as it is. Its name is never printed raw (escape sequences shown escaped). A name
     that is not UTF-8 (a lone surrogate once decoded) goes through every command too."""
     path = write(tmp_path / "run" / name, intact_doc())
-    for cmd in (["info", path, *SERIAL], ["annotate", path, "-o", tmp_path / "a.json", *SERIAL],
-                ["analyze", path.parent, *SERIAL], ["check", path.parent, "--budget", "exposed_comm_share<=1", *SERIAL]):
+    for cmd in (
+        ["info", path, *SERIAL],
+        ["annotate", path, "-o", tmp_path / "a.json", *SERIAL],
+        ["analyze", path.parent, *SERIAL],
+        ["check", path.parent, "--budget", "exposed_comm_share<=1", *SERIAL],
+    ):
         out = _cli(cmd, tmp_path)
         assert out.rc in (0, 1), (cmd[0], out.stderr)
         assert "\x1b" not in out.stdout + out.stderr, cmd[0]
@@ -262,8 +288,12 @@ def test_an_interrupt_is_exit_130_in_one_line():
 
     from tests.helpers.data import gpu_trace
 
-    p = subprocess.Popen([sys.executable, "-m", "tracekit", "analyze", str(gpu_trace("pp-sendrecv-128rank-rank0.json.gz")),
-                          "--no-cache"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "analyze", str(gpu_trace("pp-sendrecv-128rank-rank0.json.gz")), "--no-cache"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(2.0)
     p.send_signal(signal.SIGINT)
     err = p.communicate(timeout=60)[1]
@@ -292,9 +322,13 @@ def test_whatif_kernel_patterns_run_on_re2_and_factors_are_bounded(tmp_path):
     from tests.helpers.data import gpu_trace
 
     trace = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
-    p = subprocess.run([sys.executable, "-m", "tracekit", "whatif", trace, "--set", "kernel:(.*a){20}$=2", "--no-cache"],
-                       capture_output=True, text=True, timeout=60, env={**os.environ,
-                                                                        "TRACEKIT_CACHE_DIR": str(tmp_path)})
+    p = subprocess.run(
+        [sys.executable, "-m", "tracekit", "whatif", trace, "--set", "kernel:(.*a){20}$=2", "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path)},
+    )
     assert p.returncode == 0 and "matches nothing" in p.stdout, p.stderr
     for factor in ("inf", "1e300", "1000001"):
         out = _cli(["whatif", trace, "--set", f"kernel:.*={factor}", "--no-cache"], tmp_path)
@@ -308,9 +342,13 @@ def test_a_gzip_bomb_given_as_a_document_is_refused_as_it_inflates(run, tmp_path
     from tests.helpers.hostile import whitespace_bomb
 
     bomb = str(whitespace_bomb(tmp_path / "bomb.json.gz", 64))
-    for args in (["report", "--summary", bomb, "-o", tmp_path / "r.html"], ["memory", "timeline", bomb],
-                 ["annotate", run / "rank0.json", "--tracks", bomb, "-o", tmp_path / "a.json", *SERIAL],
-                 ["check", run, "--baseline", bomb, *SERIAL], ["diff", bomb, bomb]):
+    for args in (
+        ["report", "--summary", bomb, "-o", tmp_path / "r.html"],
+        ["memory", "timeline", bomb],
+        ["annotate", run / "rank0.json", "--tracks", bomb, "-o", tmp_path / "a.json", *SERIAL],
+        ["check", run, "--baseline", bomb, *SERIAL],
+        ["diff", bomb, bomb],
+    ):
         out = _cli(args, tmp_path)
         assert out.rc in (2, 3) and "bomb?" in _error_line(out), (args[0], out.stderr)  # check: the trace reader
 
@@ -322,8 +360,7 @@ def test_a_summary_whose_launch_rows_are_not_rows_renders(run, tmp_path):
     _cli(["baseline", run, "-o", summary, *SERIAL], tmp_path)
     doc = json.loads(summary.read_text())
     for rows in ([None], [{}], [5, {"short_name": "k"}], "x"):
-        doc["ranks"][0]["launch_stats"] = {"launch_bound_kernels": {"count": 1, "by_short_name": rows},
-                                           "outliers": rows}
+        doc["ranks"][0]["launch_stats"] = {"launch_bound_kernels": {"count": 1, "by_short_name": rows}, "outliers": rows}
         summary.write_text(json.dumps(doc))
         out = _cli(["report", "--summary", summary, "-o", tmp_path / "r.html"], tmp_path)
         assert out.rc == 0, (rows, out.stderr)

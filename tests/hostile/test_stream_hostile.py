@@ -19,7 +19,7 @@ BLOCK = 4096
 
 def _feed(kind: str, data: bytes, chunk: int) -> bool:
     guard = RunGuard(BLOCK, kind)
-    return any(guard.feed(data[i:i + chunk]) for i in range(0, len(data), chunk))
+    return any(guard.feed(data[i : i + chunk]) for i in range(0, len(data), chunk))
 
 
 @pytest.mark.parametrize("kind,run_byte,stop", [("blank", b" ", b"x"), ("quote", b"a", b'"')])
@@ -73,8 +73,7 @@ def test_a_bomb_of_repeated_tokens_is_refused_by_the_gzip_ratio(tmp_path):
     the load with the ratio raised stays short."""
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
     head = b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, '
-    data = (c.compress(head + b'"args": {"Input Dims": [') + c.compress(b"0, " * (6 * 1024**2)) + c.compress(b"0]}}]}")
-            + c.flush())
+    data = c.compress(head + b'"args": {"Input Dims": [') + c.compress(b"0, " * (6 * 1024**2)) + c.compress(b"0]}}]}") + c.flush()
     path = tmp_path / "t.json.gz"
     path.write_bytes(data)
     with pytest.raises(InputLimitError, match="more than 200x.*TRACEKIT_MAX_GZIP_RATIO"):

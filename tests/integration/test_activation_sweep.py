@@ -3,7 +3,6 @@
 Also one real 2-process gloo run: a rank's saved bytes equal the single-process rank-local simulation.
 """
 
-
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -27,12 +26,12 @@ def test_sweep_replicated_term():
     assert rep_sp == 0 and shard_sp // 4 == sp[2] and shard_sp == tp[0]
 
 
-
 def _worker(rank, world, port, sp, out):
     import torch.distributed as dist
 
     from tests.helpers.ref_layer import GlooComm, RefLayer
     from tracekit.collectors.activation import activation_memory
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)

@@ -14,8 +14,14 @@ from tracekit.analyzers.breakdowns.rank_breakdowns import breakdowns
 from tracekit.loader.loading import LoadOptions, load
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
-TRACES = ["allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0",
-          "pp-sendrecv-128rank-rank1", "single-rank-nocomm-nsresolution", "rocm-mi250-minitoy"]
+TRACES = [
+    "allreduce-broadcast-2rank-rank0",
+    "ddp-allreduce-2rank-rank1-oldformat",
+    "pp-sendrecv-128rank-rank0",
+    "pp-sendrecv-128rank-rank1",
+    "single-rank-nocomm-nsresolution",
+    "rocm-mi250-minitoy",
+]
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -41,8 +47,7 @@ def read_raw(path: Path) -> dict:
         elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in args:
             launches.setdefault(args["correlation"], (ts, ts + dur))
         elif cat in DEVICE_CATS:
-            device.append({"name": e["name"], "cat": cat, "ts": ts, "end": ts + dur, "dur": dur,
-                           "corr": args.get("correlation")})
+            device.append({"name": e["name"], "cat": cat, "ts": ts, "end": ts + dur, "dur": dur, "corr": args.get("correlation")})
     wins = sorted(windows.values())
     for d in device:
         launch = launches.get(d["corr"])
@@ -177,14 +182,23 @@ def test_class_totals_by_category(case):
     assert other <= 0.01 * sum(r["total_us"] for r in b.to_dict()["kernel_classes"]), name
 
 
-@pytest.mark.parametrize(("needle", "expected"), [
-    ("ampere_sgemm_128x64_nn", "gemm"), ("cutlass::Kernel<cutlass_80_tensorop_s1688gemm", "gemm"),
-    ("cudnn::bn_fw_tr_1C11_singleread", "normalization"), ("LayerNormForwardCUDAKernel", "normalization"),
-    ("winogradForwardData4x4", "convolution"), ("sm80_xmma_fprop_implicit_gemm", "convolution"),
-    ("vectorized_elementwise_kernel<4, at::native::FillFunctor<float>", "elementwise_reduction"),
-    ("at::native::reduce_kernel<512, 1", "elementwise_reduction"), ("ncclKernel_AllReduce", "comm:nccl"),
-    ("Memcpy DtoD", "memcpy"), ("Memset (Device)", "memset"), ("splitKreduce_kernel", "gemm"),
-])
+@pytest.mark.parametrize(
+    ("needle", "expected"),
+    [
+        ("ampere_sgemm_128x64_nn", "gemm"),
+        ("cutlass::Kernel<cutlass_80_tensorop_s1688gemm", "gemm"),
+        ("cudnn::bn_fw_tr_1C11_singleread", "normalization"),
+        ("LayerNormForwardCUDAKernel", "normalization"),
+        ("winogradForwardData4x4", "convolution"),
+        ("sm80_xmma_fprop_implicit_gemm", "convolution"),
+        ("vectorized_elementwise_kernel<4, at::native::FillFunctor<float>", "elementwise_reduction"),
+        ("at::native::reduce_kernel<512, 1", "elementwise_reduction"),
+        ("ncclKernel_AllReduce", "comm:nccl"),
+        ("Memcpy DtoD", "memcpy"),
+        ("Memset (Device)", "memset"),
+        ("splitKreduce_kernel", "gemm"),
+    ],
+)
 def test_real_kernels_get_their_class(needle, expected):
     from tracekit.analyzers.breakdowns.kernel_classes import ClassRuleSet
     from tracekit.model.events import EventKind

@@ -34,12 +34,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:::hta")  # HTA's pandas-4 deprec
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
 INTEGER_US = ["ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0", "pp-sendrecv-128rank-rank1"]
 NS_RESOLUTION = ["allreduce-broadcast-2rank-rank0", "single-rank-nocomm-nsresolution", "rocm-mi250-minitoy"]
-HTA_PARTS = {"COMPUTATION": "compute", "COMMUNICATION": "communication", "MEMORY": "memory",
-             "COMPUTATION overlapping COMMUNICATION": "compute_overlapping_communication",
-             "COMPUTATION overlapping MEMORY": "compute_overlapping_memory",
-             "COMMUNICATION overlapping MEMORY": "communication_overlapping_memory",
-             "COMPUTATION overlapping COMMUNICATION overlapping MEMORY":
-                 "compute_overlapping_communication_overlapping_memory"}
+HTA_PARTS = {
+    "COMPUTATION": "compute",
+    "COMMUNICATION": "communication",
+    "MEMORY": "memory",
+    "COMPUTATION overlapping COMMUNICATION": "compute_overlapping_communication",
+    "COMPUTATION overlapping MEMORY": "compute_overlapping_memory",
+    "COMMUNICATION overlapping MEMORY": "communication_overlapping_memory",
+    "COMPUTATION overlapping COMMUNICATION overlapping MEMORY": "compute_overlapping_communication_overlapping_memory",
+}
 
 
 @pytest.fixture(scope="module", params=INTEGER_US + NS_RESOLUTION)
@@ -59,11 +62,14 @@ def case(request, tmp_path_factory):
 
         ta = TraceAnalysis(trace_dir=str(d))
         rank = next(iter(ta.t.traces))
-        hta = {"kernels": ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=10**6, duration_ratio=1.0,
-                                                      include_memory_kernels=True),
-               "temporal": ta.get_temporal_breakdown(visualize=False),
-               "launch": ta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank],
-               "idle": ta.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]}
+        hta = {
+            "kernels": ta.get_gpu_kernel_breakdown(
+                visualize=False, num_kernels=10**6, duration_ratio=1.0, include_memory_kernels=True
+            ),
+            "temporal": ta.get_temporal_breakdown(visualize=False),
+            "launch": ta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank],
+            "idle": ta.get_idle_time_breakdown(ranks=[rank], visualize=False)[0],
+        }
     finally:
         logging.disable(logging.NOTSET)
         mp.undo()

@@ -23,21 +23,49 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "tests" / "baselines" / "tp-sp-cpu-ws2.json"
-RUN_ARGS = ["run", "--workload", "tp-sp", "--tp", "2", "--layers", "1", "--seq", "256", "--hidden", "512",
-            "--heads", "8", "--steps", "4"]
+RUN_ARGS = [
+    "run",
+    "--workload",
+    "tp-sp",
+    "--tp",
+    "2",
+    "--layers",
+    "1",
+    "--seq",
+    "256",
+    "--hidden",
+    "512",
+    "--heads",
+    "8",
+    "--steps",
+    "4",
+]
 OVERLAP_FLAG, SERIAL_FLAG = "--overlap", "--no-overlap"  # the overlap variant and the serialised one
 # Ratios, not absolute µs: a baseline recorded on one 2-core machine must hold on another. A 70 % relative
 # drop with a 0.05 floor absorbs scheduling noise (other processes on 2 cores halve the overlap at worst);
 # the serialised variant drops the overlap ratio to ~0, beyond both, and below the 0.1 budget.
-GATE_ARGS = ["--baseline", str(BASELINE), "--metric", "overlap_ratio", "--max-regression", "70%",
-             "--min-delta-ratio", "0.05", "--budget", "overlap_ratio>=0.1"]
+GATE_ARGS = [
+    "--baseline",
+    str(BASELINE),
+    "--metric",
+    "overlap_ratio",
+    "--max-regression",
+    "70%",
+    "--min-delta-ratio",
+    "0.05",
+    "--budget",
+    "overlap_ratio>=0.1",
+]
 
 
 def _have_pipeline() -> bool:
     import tracekit
 
-    return (importlib.util.find_spec("tracekit.collectors") is not None
-            and importlib.util.find_spec("tracekit.loader.loading") is not None and hasattr(tracekit, "analyze"))
+    return (
+        importlib.util.find_spec("tracekit.collectors") is not None
+        and importlib.util.find_spec("tracekit.loader.loading") is not None
+        and hasattr(tracekit, "analyze")
+    )
 
 
 pytestmark = [
@@ -48,8 +76,9 @@ pytestmark = [
 
 
 def _tracekit(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tracekit", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=check)
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=check
+    )
 
 
 @pytest.fixture(scope="module")

@@ -48,8 +48,17 @@ def _fields(p) -> tuple:
     """Everything a StepPath holds, as plain values (the oracle's dataclasses are other classes)."""
     segs = tuple((s.rank, s.lane, s.name, s.start_ns, s.dur_ns, s.kind, s.dimension) for s in p.segments)
     cross = tuple((c.from_rank, c.to_rank, c.name, c.dimension, c.wait_ns) for c in p.crossings)
-    return (p.step, p.length_ns, list(p.by_kind_ns.items()), list(p.by_dimension_ns.items()),
-            list(p.by_rank_kind_ns.items()), list(p.by_collective_ns.items()), segs, cross, p.verdict)
+    return (
+        p.step,
+        p.length_ns,
+        list(p.by_kind_ns.items()),
+        list(p.by_dimension_ns.items()),
+        list(p.by_rank_kind_ns.items()),
+        list(p.by_collective_ns.items()),
+        segs,
+        cross,
+        p.verdict,
+    )
 
 
 @pytest.mark.parametrize("paths", [[p] for p in TRACES] + PAIRS, ids=lambda ps: "+".join(map(os.path.basename, ps)))

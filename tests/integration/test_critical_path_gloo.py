@@ -23,7 +23,6 @@ LATE_STEP = 2
 STEPS = 3
 
 
-
 def _worker(rank: int, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
@@ -36,8 +35,11 @@ def _worker(rank: int, port: int, out: str) -> None:
     x = torch.ones(4096)
     dist.all_reduce(x)
     path = os.path.join(out, f"rank{rank}.trace.json")
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=STEPS),
+        on_trace_ready=lambda p: p.export_chrome_trace(path),
+    ) as prof:
         for step in range(STEPS + 1):
             busy(0.004)
             with record_function("data_loader"):
@@ -45,9 +47,18 @@ def _worker(rank: int, port: int, out: str) -> None:
                     time.sleep(DELAY_S)
             for k in range(2):
                 seq = 10 * step + k
-                ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1",
-                                     dtype="float32", in_nelems=4096, out_nelems=4096, in_bytes=4 * 4096,
-                                     out_bytes=4 * 4096, seq=seq)
+                ann = CommAnnotation(
+                    op="all_reduce",
+                    pg_name="0",
+                    pg_desc="tracekit:dp",
+                    ranks="0,1",
+                    dtype="float32",
+                    in_nelems=4096,
+                    out_nelems=4096,
+                    in_bytes=4 * 4096,
+                    out_bytes=4 * 4096,
+                    seq=seq,
+                )
                 with record_function(ann.format()):
                     work = dist.all_reduce(x, async_op=True)
                 with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
@@ -82,8 +93,11 @@ def test_the_injected_delay_is_on_the_critical_path(traces):
     paths = {s.step: s for s in critical_paths(traces).steps}
     late = paths[min(paths) + LATE_STEP - 1]
     assert sum(late.by_kind_ns.values()) == late.length_ns
-    on_rank1 = sum(s.dur_ns for s in late.segments if s.rank == 1 and s.kind == "host"
-                   and s.name in ("data_loader", "ProfilerStep#" + str(late.step)))
+    on_rank1 = sum(
+        s.dur_ns
+        for s in late.segments
+        if s.rank == 1 and s.kind == "host" and s.name in ("data_loader", "ProfilerStep#" + str(late.step))
+    )
     assert on_rank1 >= 0.8 * DELAY_S * 1e9, late.segments
     if late.segments[-1].rank == 0:  # the step ends on rank 0: the path crosses to rank 1 at a collective
         assert any(c.from_rank == 0 and c.to_rank == 1 for c in late.crossings)
@@ -114,8 +128,10 @@ def reference_runs(tmp_path_factory):
     shape = dict(layers=2, seq=32, batch=2, hidden=32, heads=4, steps=2, wait=1, warmup=1)
     configs = [WorkloadConfig(workload="tp-sp", **shape), WorkloadConfig(workload="dp", overlap=True, **shape)]
     run_batch([(c, base / f"{c.workload}-{c.overlap}") for c in configs])
-    return {c.workload: load([str(base / f"{c.workload}-{c.overlap}")], options=LoadOptions(cache=False),
-                             executor="serial") for c in configs}
+    return {
+        c.workload: load([str(base / f"{c.workload}-{c.overlap}")], options=LoadOptions(cache=False), executor="serial")
+        for c in configs
+    }
 
 
 @pytest.mark.slow

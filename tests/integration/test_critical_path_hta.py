@@ -76,8 +76,13 @@ def test_simple_add_device_path_is_within_htas():
     (step,) = critical_paths(ts).steps
     with gzip.open(os.path.join(MORE, "critical-path-simple-add-hta-overlaid.json.gz")) as f:
         events = json.load(f)["traceEvents"]
-    hta = {(e["name"], round(e["ts"])): e for e in events if e.get("ph") == "X"
-           and (e.get("args") or {}).get("critical") == 1 and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")}
+    hta = {
+        (e["name"], round(e["ts"])): e
+        for e in events
+        if e.get("ph") == "X"
+        and (e.get("args") or {}).get("critical") == 1
+        and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")
+    }
     ours = {(s.name, round(s.start_ns / 1e3)) for s in step.segments if s.lane.startswith("stream")}
     assert ours and ours <= set(hta)
     # HTA also walks 6 kernels that the host never waited for: they finished before cudaDeviceSynchronize was

@@ -22,8 +22,6 @@ STEPS = 4
 PROBES = 4
 
 
-
-
 def _worker(rank: int, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
@@ -36,16 +34,29 @@ def _worker(rank: int, port: int, out: str) -> None:
     x = torch.ones(4096)
     dist.all_reduce(x)  # connect before profiling
     path = os.path.join(out, f"rank{rank}.trace.json")
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=STEPS),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=STEPS),
+        on_trace_ready=lambda p: p.export_chrome_trace(path),
+    ) as prof:
         for step in range(STEPS + 1):
             busy(0.005)
             if rank == 1 and step == LATE_STEP:
                 # the known delay: sleeping (not spinning) leaves the other core to rank 0, so on a 2-core
                 # machine rank 0's own arrival is not pushed back by the straggler it is waiting for
                 time.sleep(DELAY_S)
-            ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1", dtype="float32",
-                                 in_nelems=4096, out_nelems=4096, in_bytes=4 * 4096, out_bytes=4 * 4096, seq=step)
+            ann = CommAnnotation(
+                op="all_reduce",
+                pg_name="0",
+                pg_desc="tracekit:dp",
+                ranks="0,1",
+                dtype="float32",
+                in_nelems=4096,
+                out_nelems=4096,
+                in_bytes=4 * 4096,
+                out_bytes=4 * 4096,
+                seq=step,
+            )
             # step 0 is the profiler's warm-up: its events are not recorded
             with record_function(ann.format()):
                 work = dist.all_reduce(x, async_op=True)
@@ -57,8 +68,18 @@ def _worker(rank: int, port: int, out: str) -> None:
                 if rank == k % 2:
                     time.sleep(0.001)
                 seq = 100 + 10 * step + k
-                probe = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1",
-                                       dtype="float32", in_nelems=16, out_nelems=16, in_bytes=64, out_bytes=64, seq=seq)
+                probe = CommAnnotation(
+                    op="all_reduce",
+                    pg_name="0",
+                    pg_desc="tracekit:dp",
+                    ranks="0,1",
+                    dtype="float32",
+                    in_nelems=16,
+                    out_nelems=16,
+                    in_bytes=64,
+                    out_bytes=64,
+                    seq=seq,
+                )
                 with record_function(probe.format()):
                     work = dist.all_reduce(x[:16], async_op=True)
                 with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):

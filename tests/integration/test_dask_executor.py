@@ -17,14 +17,16 @@ FILES = [gpu_trace("pp-sendrecv-128rank-rank0.json.gz"), gpu_trace("pp-sendrecv-
 def test_dask_local_cluster_equals_serial_load():
     options = LoadOptions(cache=False)
     serial = load(FILES, options=options, executor="serial", progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
         with distributed.Client(cluster) as client:
             via_client = load(FILES, options=options, executor=client, progress=False)
             workers = client.scheduler_info()["workers"]
         assert len(workers) == 2
-        via_address = load(FILES, options=options, executor=f"dask://{cluster.scheduler_address.split('://')[-1]}",
-                           progress=False)
+        via_address = load(
+            FILES, options=options, executor=f"dask://{cluster.scheduler_address.split('://')[-1]}", progress=False
+        )
     for got in (via_client, via_address):
         assert got.ranks == serial.ranks == [0, 1]
         for rank in serial.ranks:

@@ -15,8 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_demo_runs_end_to_end(tmp_path):
     out = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-m", "tracekit", "demo", "--out", str(out), "--steps", "2"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "100"})
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit", "demo", "--out", str(out), "--steps", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100"},
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     # no stray lines: Kineto's USDT/STAGE chatter stays out, stderr holds only tracekit's notes, the tables fit
     assert not [x for x in (r.stdout + r.stderr).splitlines() if x.startswith(("USDT:", "STAGE:"))]
@@ -32,5 +38,5 @@ def test_demo_runs_end_to_end(tmp_path):
     # every collective matched across its group's ranks: wait and transfer are known
     assert all(c["wait_us"] is not None for c in summary["collectives"])
     html = (out / "report.html").read_text()
-    assert "tracekit.summary/1" in html and "<script src=\"http" not in html
+    assert "tracekit.summary/1" in html and '<script src="http' not in html
     assert f"report:  {out / 'report.html'}" in r.stdout

@@ -16,7 +16,6 @@ from tracekit.model.events import EventKind as K
 pytestmark = pytest.mark.slow
 
 
-
 def _worker(rank, port, out):
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -24,13 +23,25 @@ def _worker(rank, port, out):
     x = torch.randn(128, 128)
     dist.all_reduce(x)  # connection warm-up outside the profiled window
     trace = os.path.join(out, f"rank{rank}.trace.json")
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2),
-                 on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=2),
+        on_trace_ready=lambda p: p.export_chrome_trace(trace),
+    ) as prof:
         for step in range(3):
             y = x @ x
-            ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="default_pg", ranks="0,1", dtype="float32",
-                                 in_nelems=y.numel(), out_nelems=y.numel(), in_bytes=y.numel() * 4,
-                                 out_bytes=y.numel() * 4, seq=step)
+            ann = CommAnnotation(
+                op="all_reduce",
+                pg_name="0",
+                pg_desc="default_pg",
+                ranks="0,1",
+                dtype="float32",
+                in_nelems=y.numel(),
+                out_nelems=y.numel(),
+                in_bytes=y.numel() * 4,
+                out_bytes=y.numel() * 4,
+                seq=step,
+            )
             with record_function(ann.format()):
                 work = dist.all_reduce(y, async_op=True)
             x @ x  # compute while the all-reduce runs

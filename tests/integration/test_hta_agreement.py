@@ -16,8 +16,12 @@ from tracekit.analyzers import analyze
 from tracekit.loader.loading import LoadOptions, load
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto-gpu"
-WITH_COMM = ["allreduce-broadcast-2rank-rank0", "ddp-allreduce-2rank-rank1-oldformat", "pp-sendrecv-128rank-rank0",
-             "pp-sendrecv-128rank-rank1"]
+WITH_COMM = [
+    "allreduce-broadcast-2rank-rank0",
+    "ddp-allreduce-2rank-rank1-oldformat",
+    "pp-sendrecv-128rank-rank0",
+    "pp-sendrecv-128rank-rank1",
+]
 
 
 def hta_overlap_pct(trace: Path, tmp_path: Path) -> float:
@@ -79,9 +83,15 @@ def test_comm_hta_does_not_recognise_is_where_they_differ(tmp_path):
 
 # ---- kernel time by type on the conformance corpus (tests/data/kineto-gpu-more) ----
 MORE = DATA.parent / "kineto-gpu-more"
-BY_TYPE = ["oldformat-kernel-runtime-categories", "cuda-event-sync", "cuda-event-sync-multi-stream",
-           "critical-path-simple-add", "critical-path-alexnet", "mtia-inference-rank0",
-           pytest.param("mtia-training-single-rank", marks=pytest.mark.slow)]
+BY_TYPE = [
+    "oldformat-kernel-runtime-categories",
+    "cuda-event-sync",
+    "cuda-event-sync-multi-stream",
+    "critical-path-simple-add",
+    "critical-path-alexnet",
+    "mtia-inference-rank0",
+    pytest.param("mtia-training-single-rank", marks=pytest.mark.slow),
+]
 
 
 def hta_kernel_types(trace: Path, tmp_path: Path) -> dict[str, float]:
@@ -115,8 +125,12 @@ def tracekit_kernel_types(trace: Path, whole_us: bool = False) -> dict[str, floa
     t, _ = load_file(str(trace), LoadOptions(cache=False))
     dev = t["device"] >= 0
     names, cats = t.decode("name_id"), t.decode("cat_id")
-    hta_waits = t.mask_kind(K.SYNC) & dev & (cats != "mtia_runtime") & np.array(
-        [re.search("Sync", str(n)) is None for n in names], dtype=bool)
+    hta_waits = (
+        t.mask_kind(K.SYNC)
+        & dev
+        & (cats != "mtia_runtime")
+        & np.array([re.search("Sync", str(n)) is None for n in names], dtype=bool)
+    )
 
     ts, dur = t["ts_ns"], t["dur_ns"]
     if whole_us:
@@ -127,10 +141,12 @@ def tracekit_kernel_types(trace: Path, whole_us: bool = False) -> dict[str, floa
 
     k = iv.merge(union(t.mask_kind(K.KERNEL) & dev), union(hta_waits))
     m, c = union(t.mask_kind(K.MEMCPY, K.MEMSET) & dev), union(t.mask_kind(K.COMM))
-    return {"COMPUTATION": iv.length(iv.subtract(k, iv.merge(m, c))) / 1e3,
-            "MEMORY": iv.length(iv.subtract(m, iv.merge(k, c))) / 1e3,
-            "COMPUTATION overlapping MEMORY": iv.length(iv.subtract(iv.intersect(k, m), c)) / 1e3,
-            "COMMUNICATION": iv.length(c) / 1e3}
+    return {
+        "COMPUTATION": iv.length(iv.subtract(k, iv.merge(m, c))) / 1e3,
+        "MEMORY": iv.length(iv.subtract(m, iv.merge(k, c))) / 1e3,
+        "COMPUTATION overlapping MEMORY": iv.length(iv.subtract(iv.intersect(k, m), c)) / 1e3,
+        "COMMUNICATION": iv.length(c) / 1e3,
+    }
 
 
 @pytest.mark.slow

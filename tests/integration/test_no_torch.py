@@ -36,8 +36,9 @@ def _run(args, cwd, **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("no-torch")
-    r = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(d / "wheel"),
-              str(ROOT)], d)
+    r = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(d / "wheel"), str(ROOT)], d
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = (d / "wheel").glob("tracekit-*.whl")
     venv.EnvBuilder(with_pip=False).create(d / "venv")
@@ -55,8 +56,11 @@ def env(tmp_path_factory) -> dict:
 
 
 def test_the_wheel_requires_no_torch_unless_collecting(env):
-    meta = email.parser.Parser().parsestr(zipfile.ZipFile(env["wheel"]).read(
-        next(n for n in zipfile.ZipFile(env["wheel"]).namelist() if n.endswith("METADATA"))).decode())
+    meta = email.parser.Parser().parsestr(
+        zipfile.ZipFile(env["wheel"])
+        .read(next(n for n in zipfile.ZipFile(env["wheel"]).namelist() if n.endswith("METADATA")))
+        .decode()
+    )
     reqs = meta.get_all("Requires-Dist")
     torch = [r for r in reqs if re.match(r"torch\b", r)]
     assert torch and all('extra == "collect"' in r for r in torch), torch
@@ -79,9 +83,11 @@ def test_the_wheel_requires_no_torch_unless_collecting(env):
 def test_torch_is_absent_and_tracekit_imports_without_it(env):
     r = _run([str(env["py"]), "-c", "import torch"], env["dir"])
     assert r.returncode != 0 and "No module named 'torch'" in r.stderr
-    code = ("import sys, tracekit; assert tracekit.__file__.startswith(sys.prefix), tracekit.__file__; "
-            "heavy = {'torch', 'pandas', 'pyarrow', 'numpy', 'rich', 'jinja2', 'plotly'} & set(sys.modules); "
-            "assert not heavy, heavy; tracekit.load; print('ok')")
+    code = (
+        "import sys, tracekit; assert tracekit.__file__.startswith(sys.prefix), tracekit.__file__; "
+        "heavy = {'torch', 'pandas', 'pyarrow', 'numpy', 'rich', 'jinja2', 'plotly'} & set(sys.modules); "
+        "assert not heavy, heavy; tracekit.load; print('ok')"
+    )
     r = _run([str(env["py"]), "-c", code], env["dir"])
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
@@ -114,7 +120,9 @@ def test_collectors_say_in_one_line_that_torch_is_missing(env, args):
 
 
 def test_profile_says_that_torch_is_missing(env):
-    code = ("import tracekit\ntry:\n    tracekit.profile\nexcept tracekit.TracekitError as e:\n"
-            "    print(type(e).__name__, e.exit_code, e)\n")
+    code = (
+        "import tracekit\ntry:\n    tracekit.profile\nexcept tracekit.TracekitError as e:\n"
+        "    print(type(e).__name__, e.exit_code, e)\n"
+    )
     r = _run([str(env["py"]), "-c", code], env["dir"])
     assert r.returncode == 0 and r.stdout.startswith("MissingDependencyError 4 tracekit.profile records"), r.stderr

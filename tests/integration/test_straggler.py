@@ -55,9 +55,14 @@ def runs(tmp_path_factory):
     try:
         out = {}
         for workload in ("dp", "tp-sp"):
-            jobs = [(WorkloadConfig(workload=workload, delay="1:40" if late else None, **SHAPE),
-                     base / f"{workload}-{i}-{'late' if late else 'base'}")
-                    for i in range(ROUNDS) for late in (True, False)]
+            jobs = [
+                (
+                    WorkloadConfig(workload=workload, delay="1:40" if late else None, **SHAPE),
+                    base / f"{workload}-{i}-{'late' if late else 'base'}",
+                )
+                for i in range(ROUNDS)
+                for late in (True, False)
+            ]
             run_batch(jobs)
             out[workload] = ([d for c, d in jobs if c.delay], [d for c, d in jobs if not c.delay])
     finally:
@@ -99,9 +104,11 @@ def test_removing_the_delay_predicts_the_undelayed_run(runs, workload, dim):
     spread = f"undelayed {min(measured):.0f}-{max(measured):.0f} us, predicted {min(predicted):.0f}-{max(predicted):.0f} us"
     print(f"straggler {workload}: predicted {got:.0f} us, undelayed {want:.0f} us, ratio {got / want:.3f} ({spread})")
     if (q3 - q1) / want > NOISE:
-        pytest.skip(f"{workload}: the undelayed run's own steps spread {100 * (q3 - q1) / want:.0f} % (interquartile "
-                    f"range over median) on this host, more than the 10 % bound can resolve; predicted {got:.0f} us, "
-                    f"undelayed {want:.0f} us")
+        pytest.skip(
+            f"{workload}: the undelayed run's own steps spread {100 * (q3 - q1) / want:.0f} % (interquartile "
+            f"range over median) on this host, more than the 10 % bound can resolve; predicted {got:.0f} us, "
+            f"undelayed {want:.0f} us"
+        )
     assert abs(got - want) <= 0.10 * want, f"{workload}: predicted {got:.0f} us, undelayed {want:.0f} us ({spread})"
 
 

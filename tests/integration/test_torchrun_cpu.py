@@ -15,8 +15,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_tracekit_run_under_torchrun(tmp_path):
     out = tmp_path / "tr"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "tracekit", "run", "--workload", "tp-sp", "--tp", "2", "--steps", "2", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "tracekit",
+        "run",
+        "--workload",
+        "tp-sp",
+        "--tp",
+        "2",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(p.name for p in out.glob("rank*.trace.json.gz")) == ["rank0.trace.json.gz", "rank1.trace.json.gz"]

@@ -33,7 +33,8 @@ def test_critical_path_track_lines_up_with_the_trace(tmp_path, name):
     assert len(track) == len(segs) > 0
     for kind in {s["kind"] for s in segs}:
         assert sum(e["dur"] for e in track if e["name"] == kind) == pytest.approx(
-            sum(s["dur_us"] for s in segs if s["kind"] == kind), abs=1e-3 * len(segs))
+            sum(s["dur_us"] for s in segs if s["kind"] == kind), abs=1e-3 * len(segs)
+        )
     assert sorted(e["name"] for e in track) == sorted(s["kind"] for s in segs)
     spans = collections.defaultdict(list)
     for e in events:
@@ -49,5 +50,8 @@ def test_without_the_flag_no_critical_path_track(tmp_path):
     out = tmp_path / "a.json"
     res = CliRunner().invoke(cli, ["annotate", str(real_trace("rocm-mi250-minitoy")), *OPTS, "-o", str(out)])
     assert res.exit_code == 0, res.output
-    assert not [e for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "M"
-                and e.get("args", {}).get("name") == "critical path"]
+    assert not [
+        e
+        for e in json.loads(out.read_text())["traceEvents"]
+        if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"
+    ]

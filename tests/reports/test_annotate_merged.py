@@ -73,7 +73,7 @@ def _unlink(v, r, stride):
     if isinstance(v, int) and not isinstance(v, bool):
         assert (v - r) % stride == 0
         return (v - r) // stride
-    return v[len(f"r{r}:"):] if isinstance(v, str) else v
+    return v[len(f"r{r}:") :] if isinstance(v, str) else v
 
 
 def _canonical(e: dict, shift_us: float = 0.0) -> str:
@@ -150,10 +150,19 @@ def test_every_rank_in_one_trace_on_the_corrected_clock(tmp_path, gloo_run, monk
     ids = {(c, i) for c, i, _ in flows}
     assert ids and all(flows[(c, i, "s")] == 1 and flows[(c, i, "f")] == 1 for c, i in ids)
     per_rank = [{e["id"] for e in events[r] if e["ph"] in "sf"} for r in (0, 1)]
-    assert len(ids) == sum(len(s) for s in per_rank) == sum(
-        len({e["id"] for e in d["traceEvents"] if e.get("ph") in ("s", "f")}) for d in inputs.values())
-    corr = [{(e["pid"], e["args"]["External id"]) for e in merged["traceEvents"] if e["pid"] in pid_sets[r]
-             and "External id" in e.get("args", {})} for r in (0, 1)]
+    assert (
+        len(ids)
+        == sum(len(s) for s in per_rank)
+        == sum(len({e["id"] for e in d["traceEvents"] if e.get("ph") in ("s", "f")}) for d in inputs.values())
+    )
+    corr = [
+        {
+            (e["pid"], e["args"]["External id"])
+            for e in merged["traceEvents"]
+            if e["pid"] in pid_sets[r] and "External id" in e.get("args", {})
+        }
+        for r in (0, 1)
+    ]
     assert corr[0] and corr[1] and not {x for _, x in corr[0]} & {x for _, x in corr[1]}
     _check_loader(out, gloo_run, offsets, pid_sets)
     _check_critical_track(merged, gloo_run, pid_sets)
@@ -179,8 +188,7 @@ def _check_events(merged: dict, inputs: dict[int, dict], offsets: dict[int, int]
 def _rows(table, ts_shift=0, pids=None):
     m = np.ones(len(table), bool) if pids is None else np.isin(table["pid"], list(pids))
     names = [table.string(int(i)) for i in table["name_id"][m]]
-    return sorted(zip(table["kind"][m].tolist(), names, (table["ts_ns"][m] + ts_shift).tolist(),
-                      table["dur_ns"][m].tolist()))
+    return sorted(zip(table["kind"][m].tolist(), names, (table["ts_ns"][m] + ts_shift).tolist(), table["dur_ns"][m].tolist()))
 
 
 def _check_loader(out: Path, run: Path, offsets: dict[int, int], pid_sets: dict[int, set]) -> None:
@@ -189,7 +197,7 @@ def _check_loader(out: Path, run: Path, offsets: dict[int, int], pid_sets: dict[
     merged = load([str(out)], options=opts, executor="serial")
     (table,) = [t for _, t in merged]
     for p in sorted(run.glob("*.json.gz")):
-        (r, orig), = list(load([str(p)], options=opts, executor="serial"))
+        ((r, orig),) = list(load([str(p)], options=opts, executor="serial"))
         got, want = _rows(table, pids=pid_sets[r]), _rows(orig, -offsets[r])
         assert len(got) == len(want) > 100
         assert [g[:2] for g in got] == [w[:2] for w in want]
@@ -207,7 +215,8 @@ def _check_critical_track(merged: dict, run: Path, pid_sets: dict[int, set]) -> 
     assert len(track) == len(segs) > 10
     for kind in {s["kind"] for s in segs}:
         assert sum(e["dur"] for e in track if e["name"] == kind) == pytest.approx(
-            sum(s["dur_us"] for s in segs if s["kind"] == kind), abs=1e-3 * len(segs))
+            sum(s["dur_us"] for s in segs if s["kind"] == kind), abs=1e-3 * len(segs)
+        )
     spans = collections.defaultdict(list)
     for e in merged["traceEvents"]:
         if e["ph"] == "X" and e.get("cat") != "tracekit":
@@ -275,6 +284,7 @@ def test_trace_processor_opens_the_merged_trace(tmp_path, gloo_run):
 @pytest.mark.slow
 def test_tracks_file_and_a_merged_trace_do_not_mix(tmp_path, gloo_run):
     (tmp_path / "t.json").write_text('{"x": [[1, 2]]}')
-    res = CliRunner().invoke(cli, ["annotate", str(gloo_run), "--tracks", str(tmp_path / "t.json"), "-o",
-                                   str(tmp_path / "m.json")])
+    res = CliRunner().invoke(
+        cli, ["annotate", str(gloo_run), "--tracks", str(tmp_path / "t.json"), "-o", str(tmp_path / "m.json")]
+    )
     assert res.exit_code == 2 and "--tracks is for one trace" in res.output

@@ -46,8 +46,7 @@ def _check_passthrough(original: bytes, out: bytes) -> list[dict]:
     before, after = json.loads(original), json.loads(out)
     n = len(before["traceEvents"])
     assert after["traceEvents"][:n] == before["traceEvents"]
-    assert {k: v for k, v in after.items() if k != "traceEvents"} == {
-        k: v for k, v in before.items() if k != "traceEvents"}
+    assert {k: v for k, v in after.items() if k != "traceEvents"} == {k: v for k, v in before.items() if k != "traceEvents"}
     assert _events_body(original) in out
     added = after["traceEvents"][n:]
     assert added and all(e.get("cat") == "tracekit" or e["ph"] == "M" for e in added)
@@ -75,7 +74,7 @@ def _with_huge_number(src: Path) -> bytes:
     data = _json_bytes(src)
     at = data.index(b'"args"', data.index(b'"traceEvents"'))
     brace = data.index(b"{", at)
-    return data[: brace + 1] + b'"unused": 1e400, ' + data[brace + 1:]
+    return data[: brace + 1] + b'"unused": 1e400, ' + data[brace + 1 :]
 
 
 def test_a_number_beyond_float_range_in_an_unused_field_passes_through(tmp_path):
@@ -101,7 +100,7 @@ def test_a_truncated_trace_is_annotated_from_its_salvaged_prefix(tmp_path):
     original = json.loads(whole)["traceEvents"]
     assert 0 < len(kept) < len(original) and kept == original[: len(kept)]
     start = cut.index(b"[", cut.index(b'"traceEvents"')) + 1
-    assert cut[start: cut.rindex(b"}") - 200].strip() in out  # the kept events are written as they were
+    assert cut[start : cut.rindex(b"}") - 200].strip() in out  # the kept events are written as they were
 
 
 @pytest.mark.parametrize("compress_input", [False, True])
@@ -116,8 +115,7 @@ def test_gzip_is_recognised_by_content_not_name(tmp_path, compress_input):
 
 def test_new_process_takes_a_free_pid_and_falls_back_when_pids_are_unreadable(tmp_path):
     src = tmp_path / "t.json"
-    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "pid": FIRST_PID, "tid": 1, "ts": 1,
-                                                "dur": 2}]}))
+    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "pid": FIRST_PID, "tid": 1, "ts": 1, "dur": 2}]}))
     assert _annotate(tmp_path, src).exit_code == 0
     assert {e["pid"] for e in json.loads((tmp_path / "a.json").read_bytes())["traceEvents"][1:]} == {FIRST_PID + 1}
     src.write_text('{"traceEvents": [7, {"ph": "X", "name": "k", "pid": 3, "tid": 1, "ts": 1, "dur": 2}]}')
@@ -133,18 +131,28 @@ def test_empty_events_array_and_non_traces_are_handled(tmp_path):
     assert _annotate(tmp_path, src).exit_code == 0
     out = json.loads((tmp_path / "a.json").read_bytes())
     assert out["x"] == 1 and len(out["traceEvents"]) == N_ADDED
-    for text in ('[1, 2]', '{"foo": 1}', '{"traceEvents": 3}'):
+    for text in ("[1, 2]", '{"foo": 1}', '{"traceEvents": 3}'):
         src.write_text(text)
         res = _annotate(tmp_path, src)
         assert res.exit_code == 3 and len(res.stderr.strip().splitlines()) == 1, res.output
 
 
-@pytest.mark.parametrize("text", ['{"t": [[1, NaN]]}', '{"t": [[5, 1]]}', '{"t": [[1, 1e400]]}', '{"t": [[1]]}',
-                                  '{"t": [["a", 2]]}', '[1, 2]'])
+@pytest.mark.parametrize(
+    "text", ['{"t": [[1, NaN]]}', '{"t": [[5, 1]]}', '{"t": [[1, 1e400]]}', '{"t": [[1]]}', '{"t": [["a", 2]]}', "[1, 2]"]
+)
 def test_bad_tracks_file_is_one_line(tmp_path, text):
     (tmp_path / "bad.json").write_text(text)
-    res = CliRunner().invoke(cli, ["annotate", str(DATA / "rocm-mi250-minitoy.json.gz"), "--tracks",
-                                   str(tmp_path / "bad.json"), "-o", str(tmp_path / "a.json")])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "annotate",
+            str(DATA / "rocm-mi250-minitoy.json.gz"),
+            "--tracks",
+            str(tmp_path / "bad.json"),
+            "-o",
+            str(tmp_path / "a.json"),
+        ],
+    )
     assert res.exit_code == 2, res.output
     assert len(res.stderr.strip().splitlines()) == 1 and "bad.json" in res.stderr
     assert not (tmp_path / "a.json").exists()

@@ -34,8 +34,9 @@ def test_hostile_names_show_as_text_and_numbers_match(browser, tmp_path):
 
 def test_64_rank_report_is_small_and_says_it_downsampled(browser, tmp_path):
     summary = make_summary(n_ranks=64, n_steps=4, per_step=8, hostile=False)
-    out, page = open_report(browser, tmp_path, summary, "r64", timeline=make_timeline(n_ranks=64, pieces=200),
-                            max_timeline_events=5000)
+    out, page = open_report(
+        browser, tmp_path, summary, "r64", timeline=make_timeline(n_ranks=64, pieces=200), max_timeline_events=5000
+    )
     try:
         assert out.size_bytes < 6 * 2**20
         assert any("--max-timeline-events" in n for n in out.notes)
@@ -53,8 +54,7 @@ def test_report_from_real_trace_in_browser(browser, tmp_path):
     from tests.helpers.data import real_trace
     from tracekit.cli._analysis import analysis_from_traces
 
-    result = analysis_from_traces([str(real_trace("allreduce-broadcast-2rank-rank0"))], no_cache=True,
-                                  executor="serial")
+    result = analysis_from_traces([str(real_trace("allreduce-broadcast-2rank-rank0"))], no_cache=True, executor="serial")
     summary, timeline = result.to_dict(), result.timeline()
     _, page = open_report(browser, tmp_path, summary, "real", timeline=timeline)
     try:

@@ -17,24 +17,39 @@ from tracekit.reports.junit import write_junit
 from tracekit.reports.markdown import render_markdown
 
 CONTROLS = "".join(map(chr, range(0x20))) + "\x7f"
-HOSTILE = ["ctl" + CONTROLS + "end", "lone \ud800 surrogate", "\x1b[31mred\x1b[0m", "<script>alert(1)</script>",
-           "[x](javascript:alert(1))", "![](http://evil/x.png)", "a|b", "line1\nline2", "www.evil.com a@b.example",
-           "`code` \\| **b**"]
+HOSTILE = [
+    "ctl" + CONTROLS + "end",
+    "lone \ud800 surrogate",
+    "\x1b[31mred\x1b[0m",
+    "<script>alert(1)</script>",
+    "[x](javascript:alert(1))",
+    "![](http://evil/x.png)",
+    "a|b",
+    "line1\nline2",
+    "www.evil.com a@b.example",
+    "`code` \\| **b**",
+]
 # What XML 1.0 cannot hold (and CR, which a parser turns into LF): shown as Python escapes, nothing else changes.
 _XML_BAD = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _xml_expected(text: str) -> str:
-    return _XML_BAD.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                        text)
+    return _XML_BAD.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def _report(name: str) -> GateReport:
-    checks = (CheckResult("budget", name, False, f"{name} over budget", "exposed_comm_us", limit=1.0, op="<="),
-              CheckResult("regression", name + "#2", True, f"ok: {name}", "exposed_comm_us"))
-    return GateReport(checks, current_source=f"runs/{name}", baseline_source=name,
-                      identity={"workload": name, "world_size": 2}, notes=(f"note {name}",),
-                      warnings=(f"warn {name}",))
+    checks = (
+        CheckResult("budget", name, False, f"{name} over budget", "exposed_comm_us", limit=1.0, op="<="),
+        CheckResult("regression", name + "#2", True, f"ok: {name}", "exposed_comm_us"),
+    )
+    return GateReport(
+        checks,
+        current_source=f"runs/{name}",
+        baseline_source=name,
+        identity={"workload": name, "world_size": 2},
+        notes=(f"note {name}",),
+        warnings=(f"warn {name}",),
+    )
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -89,8 +104,11 @@ def test_check_outputs_of_a_hostile_workload_are_well_formed(tmp_path):
     src = tmp_path / "now.json"
     src.write_text(json.dumps(tp_run([100.0], workload=name)))
     junit, md = tmp_path / "v.xml", tmp_path / "v.md"
-    r = CliRunner().invoke(cli, ["check", str(src), "--budget", "tp/all_gather:exposed_comm_us<=1", "--junit",
-                                 str(junit), "--markdown", str(md)], catch_exceptions=False)
+    r = CliRunner().invoke(
+        cli,
+        ["check", str(src), "--budget", "tp/all_gather:exposed_comm_us<=1", "--junit", str(junit), "--markdown", str(md)],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 1, r.output
     assert "\x1b" not in r.output
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}

@@ -23,9 +23,20 @@ from tracekit.reports.view import headline, rank_totals
 def test_report_from_summary_says_it_downsampled(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(make_summary()))
     (tmp_path / "t.json").write_text(json.dumps(make_timeline(n_ranks=4, pieces=20)))
-    res = CliRunner().invoke(cli, ["report", "--summary", str(tmp_path / "s.json"), "--timeline",
-                                   str(tmp_path / "t.json"), "-o", str(tmp_path / "r.html"),
-                                   "--max-timeline-events", "50"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "report",
+            "--summary",
+            str(tmp_path / "s.json"),
+            "--timeline",
+            str(tmp_path / "t.json"),
+            "-o",
+            str(tmp_path / "r.html"),
+            "--max-timeline-events",
+            "50",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "--max-timeline-events" in res.stderr and "downsampled: " in res.stderr
     assert "Downsampled:" in (tmp_path / "r.html").read_text()
@@ -43,8 +54,9 @@ def test_annotate_with_tracks_file(tmp_path):
     tracks = {"exposed comm": [[10.0, 20.0], [30.0, 35.5]], "comm dp": [[10.0, 40.0]]}
     (tmp_path / "tracks.json").write_text(json.dumps(tracks))
     src = GPU / "rocm-mi250-minitoy.json.gz"
-    res = CliRunner().invoke(cli, ["annotate", str(src), "--tracks", str(tmp_path / "tracks.json"),
-                                   "-o", str(tmp_path / "a.json.gz")])
+    res = CliRunner().invoke(
+        cli, ["annotate", str(src), "--tracks", str(tmp_path / "tracks.json"), "-o", str(tmp_path / "a.json.gz")]
+    )
     assert res.exit_code == 0, res.output
     with gzip.open(tmp_path / "a.json.gz", "rt") as f:
         out = json.load(f)
@@ -69,8 +81,9 @@ FAST = ["--executor", "serial"]  # the Parquet cache (per test, conftest) makes 
 SHOWN = re.compile(r'data-key="([^"]+)" data-value="([^"]*)"')
 
 
-@pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0", "pp-sendrecv-128rank-rank0",
-                                  "ddp-allreduce-2rank-rank1-oldformat"])
+@pytest.mark.parametrize(
+    "name", ["allreduce-broadcast-2rank-rank0", "pp-sendrecv-128rank-rank0", "ddp-allreduce-2rank-rank1-oldformat"]
+)
 def test_report_and_annotate_from_real_gpu_trace(tmp_path, name):
 
     path = real_trace(name)
@@ -99,7 +112,8 @@ def test_report_and_annotate_from_real_gpu_trace(tmp_path, name):
     cols = summary["collectives"]
     for dim in {c["dimension"] for c in cols}:
         assert sum(e["dur"] for e in ours if e["name"] == f"comm {dim}") == pytest.approx(
-            sum(c["dur_us"] for c in cols if c["dimension"] == dim), rel=1e-6)
+            sum(c["dur_us"] for c in cols if c["dimension"] == dim), rel=1e-6
+        )
     # the tracks are in the trace's own time base: each comm-track interval starts where a trace event starts
     starts = {round(float(e["ts"]), 1) for e in events if e.get("ph") == "X" and e.get("cat") != "tracekit"}
     comm = [e for e in ours if e["name"].startswith("comm ")]

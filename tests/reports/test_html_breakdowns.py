@@ -39,11 +39,13 @@ def check_breakdown_numbers(page, summary: dict) -> int:
 
 
 def test_short_name_sums_known_answer():
-    rows = [{"name": "a<int>", "short_name": "a<…>", "class": "gemm", "count": 2, "total_us": 3.0, "share": 0.3},
-            {"name": "a<float>", "short_name": "a<…>", "class": "gemm", "count": 1, "total_us": 1.5, "share": 0.15},
-            {"name": "b", "short_name": "b", "class": "memcpy", "count": 5, "total_us": 4.0, "share": 0.4},
-            {"name": "c<x>", "short_name": "c<…>", "class": "gemm", "count": 1, "total_us": 0.5, "share": 0.05},
-            {"name": "c<y>", "short_name": "c<…>", "class": "other", "count": 1, "total_us": 0.5, "share": 0.05}]
+    rows = [
+        {"name": "a<int>", "short_name": "a<…>", "class": "gemm", "count": 2, "total_us": 3.0, "share": 0.3},
+        {"name": "a<float>", "short_name": "a<…>", "class": "gemm", "count": 1, "total_us": 1.5, "share": 0.15},
+        {"name": "b", "short_name": "b", "class": "memcpy", "count": 5, "total_us": 4.0, "share": 0.4},
+        {"name": "c<x>", "short_name": "c<…>", "class": "gemm", "count": 1, "total_us": 0.5, "share": 0.05},
+        {"name": "c<y>", "short_name": "c<…>", "class": "other", "count": 1, "total_us": 0.5, "share": 0.05},
+    ]
     got = [(r["short_name"], r["class"], r["count"], r["total_us"], r["names"]) for r in kernels_by_short_name(rows)]
     assert got == [("a<…>", "gemm", 3, 4.5, 2), ("b", "memcpy", 5, 4.0, 1), ("c<…>", "mixed", 2, 1.0, 2)]
 
@@ -53,11 +55,28 @@ def ddp_summary():
     """The real GPU trace with [memory] events, plus activation figures for its rank (the report only arranges
     them: a hand-written activation_memory section is enough to show them beside the peak)."""
     s = tracekit.analyze(tracekit.load(gpu_trace("ddp-allreduce-2rank-rank1-oldformat.json.gz"))).to_dict()
-    s["activation_memory"] = {"layers": [
-        {"rank": 1, "layer": 0, "measured_bytes": 1_000_000_000, "model_bytes": 900_000_000, "delta_bytes": 10**8,
-         "model": "dp"},
-        {"rank": 1, "layer": 1, "measured_bytes": 500_000_000, "model_bytes": 450_000_000, "delta_bytes": 5 * 10**7,
-         "model": "dp"}], "model": {}, "notes": []}
+    s["activation_memory"] = {
+        "layers": [
+            {
+                "rank": 1,
+                "layer": 0,
+                "measured_bytes": 1_000_000_000,
+                "model_bytes": 900_000_000,
+                "delta_bytes": 10**8,
+                "model": "dp",
+            },
+            {
+                "rank": 1,
+                "layer": 1,
+                "measured_bytes": 500_000_000,
+                "model_bytes": 450_000_000,
+                "delta_bytes": 5 * 10**7,
+                "model": "dp",
+            },
+        ],
+        "model": {},
+        "notes": [],
+    }
     return s
 
 
@@ -82,11 +101,17 @@ def test_gpu_breakdowns_in_the_browser(browser, tmp_path, ddp_summary):
         check_numbers(page, s)  # the whole page, the breakdowns' data-keys included
         assert check_breakdown_numbers(page, s) >= 150
         rank = s["ranks"][0]
-        keys = json.loads(page.eval(
-            "JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(e => e.dataset.key))"))
-        for part in ("busy_partition.parts.0.us", "idle_breakdown.host_wait_us", "launch_stats.median_delay_us",
-                     "memory_timeline.devices.1.peak_allocated_bytes", "memory_timeline.top_allocators.0.live_bytes",
-                     "memory_timeline.steps.5.peak_allocated_bytes"):
+        keys = json.loads(
+            page.eval("JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(e => e.dataset.key))")
+        )
+        for part in (
+            "busy_partition.parts.0.us",
+            "idle_breakdown.host_wait_us",
+            "launch_stats.median_delay_us",
+            "memory_timeline.devices.1.peak_allocated_bytes",
+            "memory_timeline.top_allocators.0.live_bytes",
+            "memory_timeline.steps.5.peak_allocated_bytes",
+        ):
             assert f"ranks.0.{part}" in keys
         derived = dict(json.loads(page.eval(DERIVED)))
         by_short: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -106,8 +131,10 @@ def test_gpu_breakdowns_in_the_browser(browser, tmp_path, ddp_summary):
         assert int(derived["derived.ranks.0.memory_peak_allocated_bytes"]) == peak
         assert float(derived["derived.ranks.0.activation_share_of_peak"]) == pytest.approx(1.5e9 / peak)
         # the chart draws the summary's points: per device, the same count and the same maximum
-        drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-memory-timeline-1').data.map(
-            t => [t.name, t.y.length, Math.max.apply(null, t.y)]))"""))
+        drawn = json.loads(
+            page.eval("""JSON.stringify(document.getElementById('chart-memory-timeline-1').data.map(
+            t => [t.name, t.y.length, Math.max.apply(null, t.y)]))""")
+        )
         for p in rank["memory_timeline"]["points"]:
             assert [p["device"] + " allocated", len(p["t_us"]), max(p["allocated_bytes"])] in drawn
         assert any(name == "cuda:1 reserved" for name, _, _ in drawn)
@@ -135,10 +162,13 @@ def test_cpu_run_says_why_and_shows_its_memory(browser, tmp_path):
         assert why == CPU_ONLY
         for section in ("kernels", "busy", "idle", "launches"):  # no zero tables for what a CPU run has not
             assert page.eval(f"document.getElementById('{section}-0')") is None
-        assert page.eval("document.querySelectorAll('#breakdowns-rank-0 table.kernels, #breakdowns-rank-0 table.busy')"
-                         ".length") == 0
-        drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-memory-timeline-0').data.map(
-            t => [t.name, Math.max.apply(null, t.y)]))"""))
+        assert (
+            page.eval("document.querySelectorAll('#breakdowns-rank-0 table.kernels, #breakdowns-rank-0 table.busy').length") == 0
+        )
+        drawn = json.loads(
+            page.eval("""JSON.stringify(document.getElementById('chart-memory-timeline-0').data.map(
+            t => [t.name, Math.max.apply(null, t.y)]))""")
+        )
         assert drawn == [["cpu allocated", s["ranks"][0]["memory_timeline"]["devices"][0]["peak_allocated_bytes"]]]
         text = page.eval("document.getElementById('breakdowns-rank-0').innerText")
         assert re.search(r"aten::(addmm|mm|relu|empty)", text)

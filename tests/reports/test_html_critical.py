@@ -21,8 +21,7 @@ OPTS = ["--no-cache", "--executor", "serial"]
 
 def _summary(segments) -> dict:
     by_kind = {k: sum(s["dur_us"] for s in segments if s["kind"] == k) for k in PATH_KINDS}
-    step = {"step": 3, "length_us": sum(by_kind.values()), "by_kind": by_kind, "verdict": "step 3: x",
-            "segments": segments}
+    step = {"step": 3, "length_us": sum(by_kind.values()), "by_kind": by_kind, "verdict": "step 3: x", "segments": segments}
     return {"critical_path": {"verdict": "1 step: x", "steps": [{**step, "step": 2, "segments": []}, step]}}
 
 
@@ -31,14 +30,19 @@ def _seg(start, dur, kind, name="k"):
 
 
 def test_lane_of_the_timeline_step_adds_up_to_its_path():
-    segs = [_seg(0, 10, "host"), _seg(10, 5, "idle"), _seg(15, 30, "compute", "gemm<1>"), _seg(45, 0, "host"),
-            _seg(45, 20, "compute", "relu"), _seg(65, 5, "comm_wait")]
+    segs = [
+        _seg(0, 10, "host"),
+        _seg(10, 5, "idle"),
+        _seg(15, 30, "compute", "gemm<1>"),
+        _seg(45, 0, "host"),
+        _seg(45, 20, "compute", "relu"),
+        _seg(65, 5, "comm_wait"),
+    ]
     lane = critical_lane(_summary(segs), 3)
     assert lane["step"] == 3 and lane["total"] == lane["shown"] == 5  # the zero-length segment is not drawn
     assert lane["segments"][0][:3] == [0.0, 10.0, "host"] and lane["segments"][2][5] == "gemm<1>"
     for k in PATH_KINDS:
-        assert sum(b[1] for b in lane["segments"] if b[2] == k) == pytest.approx(sum(s["dur_us"] for s in segs
-                                                                                   if s["kind"] == k))
+        assert sum(b[1] for b in lane["segments"] if b[2] == k) == pytest.approx(sum(s["dur_us"] for s in segs if s["kind"] == k))
     assert critical_lane(_summary(segs), 99)["step"] == 2  # a step without a path: the first step's
     assert critical_lane({}, 3) is None
 
@@ -54,8 +58,15 @@ def test_lane_above_the_limit_merges_runs_then_gaps_and_says_so():
 
 
 def _shown(page) -> dict:
-    return {k: v for k, v, _ in json.loads(page.eval(
-        "JSON.stringify(Array.from(document.querySelectorAll('[data-key]')).map(e => [e.dataset.key, e.dataset.value, 0]))"))}
+    return {
+        k: v
+        for k, v, _ in json.loads(
+            page.eval(
+                "JSON.stringify(Array.from(document.querySelectorAll('[data-key]'))"
+                ".map(e => [e.dataset.key, e.dataset.value, 0]))"
+            )
+        )
+    }
 
 
 def test_report_with_critical_path_in_browser(browser, tmp_path):
@@ -71,8 +82,10 @@ def test_report_with_critical_path_in_browser(browser, tmp_path):
         assert page.errors() == []
         assert int(page.eval("document.body.dataset.criticalRendered")) >= 1
         check_numbers(page, summary)
-        drawn = json.loads(page.eval("""JSON.stringify(document.getElementById('chart-timeline').data
-            .filter(t => t.name.startsWith('path: ')).map(t => [t.name, t.y, t.x]))"""))
+        drawn = json.loads(
+            page.eval("""JSON.stringify(document.getElementById('chart-timeline').data
+            .filter(t => t.name.startsWith('path: ')).map(t => [t.name, t.y, t.x]))""")
+        )
         step = json.loads(page.eval("document.getElementById('tracekit-data').textContent"))["critical"]["step"]
         (path,) = [s for s in summary["critical_path"]["steps"] if s["step"] == step]
         for name, ys, xs in drawn:
@@ -92,8 +105,10 @@ def test_report_with_critical_path_in_browser(browser, tmp_path):
             doc = json.loads(res.output)
             for field in ("measured_us", "predicted_us"):
                 want = sum(s[field] for s in doc["steps"])
-                assert math.isclose(float(shown[f"critical_path.whatif.answers.{i}.{field}"]), want, rel_tol=1e-9), \
-                    (a["question"], field)
+                assert math.isclose(float(shown[f"critical_path.whatif.answers.{i}.{field}"]), want, rel_tol=1e-9), (
+                    a["question"],
+                    field,
+                )
             assert float(shown["critical_path.whatif.replay_error"]) == doc["replay_error"]
         page.screenshot(ARTIFACTS / "report-critical-path.png")
     finally:
@@ -109,11 +124,29 @@ def test_hostile_names_on_the_path_and_in_the_table_stay_text(browser, tmp_path)
     section = _summary(segs)["critical_path"]
     section["steps"][1]["step"] = 1  # make_timeline's step
     section["steps"][1]["verdict"] = f"step 1: 100 % {XSS_SCRIPT}"
-    section["whatif"] = {"steps": 2, "replay_error": 0.0125, "notes": [XSS_IMG], "answers": [
-        {"question": "no change (identity replay)", "specs": [], "measured_us": 45.0, "predicted_us": 45.0,
-         "saving_share": 0.0, "notes": []},
-        {"question": f"{BOLD_NAME} communication free", "specs": [f"comm:{BOLD_NAME}=0"], "measured_us": 45.0,
-         "predicted_us": 40.0, "saving_share": 5 / 45, "notes": [XSS_SCRIPT]}]}
+    section["whatif"] = {
+        "steps": 2,
+        "replay_error": 0.0125,
+        "notes": [XSS_IMG],
+        "answers": [
+            {
+                "question": "no change (identity replay)",
+                "specs": [],
+                "measured_us": 45.0,
+                "predicted_us": 45.0,
+                "saving_share": 0.0,
+                "notes": [],
+            },
+            {
+                "question": f"{BOLD_NAME} communication free",
+                "specs": [f"comm:{BOLD_NAME}=0"],
+                "measured_us": 45.0,
+                "predicted_us": 40.0,
+                "saving_share": 5 / 45,
+                "notes": [XSS_SCRIPT],
+            },
+        ],
+    }
     summary["critical_path"] = section
     _, page = open_report(browser, tmp_path, summary, "critical-hostile", timeline=make_timeline(n_ranks=2))
     try:

@@ -15,14 +15,22 @@ TRACES = Path(__file__).resolve().parents[2] / "tests" / "data" / "kineto-gpu"
 
 
 def hand_trace() -> dict:
-    return {"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": [
-        {"ph": "X", "name": "gemm", "pid": 0, "tid": 7, "ts": 100.0, "dur": 50.0, "cat": "kernel"},
-        {"ph": "X", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 20, "ts": 120.0, "dur": 80.0, "cat": "kernel"},
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]}
+    return {
+        "schemaVersion": 1,
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        "traceEvents": [
+            {"ph": "X", "name": "gemm", "pid": 0, "tid": 7, "ts": 100.0, "dur": 50.0, "cat": "kernel"},
+            {"ph": "X", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 20, "ts": 120.0, "dur": 80.0, "cat": "kernel"},
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        ],
+    }
 
 
-TRACKS = {"exposed comm": [[150.0, 200.0]], "hidden comm": [[120.0, 150.0]],
-          "comm tp": [[120.0, 200.0], [130.0, 140.0], [300.5, 310.25]]}
+TRACKS = {
+    "exposed comm": [[150.0, 200.0]],
+    "hidden comm": [[120.0, 150.0]],
+    "comm tp": [[120.0, 200.0], [130.0, 140.0], [300.5, 310.25]],
+}
 
 
 def test_tracks_are_threads_of_a_new_process(tmp_path):
@@ -59,8 +67,9 @@ def test_real_trace_round_trip(tmp_path):
 
 
 def test_tracks_from_intervals_and_bad_input(tmp_path):
-    t = tracks_from_intervals([[0, 1, "compute"], [1, 3, "exposed"], [3, 4, "hidden"]],
-                              [{"dimension": "tp", "start_us": 1.0, "dur_us": 2.0}])
+    t = tracks_from_intervals(
+        [[0, 1, "compute"], [1, 3, "exposed"], [3, 4, "hidden"]], [{"dimension": "tp", "start_us": 1.0, "dur_us": 2.0}]
+    )
     assert t == {"exposed comm": [[1, 3]], "hidden comm": [[3, 4]], "comm tp": [[1.0, 3.0]]}
     p = tmp_path / "x.json"
     p.write_text("[1, 2]")

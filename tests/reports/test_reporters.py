@@ -38,16 +38,41 @@ def documents() -> dict[type, object]:
     """One document of every type a reporter renders."""
     s = _summary()
     run = RunMetrics(s, "run")
-    inv = Inventory(2, ({"rank": 0, "device_type": "cuda", "events": 1234, "kinds": {"kernel": 10, "comm": 2},
-                         "steps": [1, 2], "streams": ["0:7"], "generation": {"ts": "int"}, "collectives": {},
-                         "comm_by_library": {}, "process_groups": []},), ("a warning",))
-    digest = WorkloadDigest(SimpleNamespace(losses=(2.0, 1.5), comm_stats=({"tracekit:tp|all_gather": [4, 2**20]},),
-                                            overheads=({},), out_dir="out/run"), s)
+    inv = Inventory(
+        2,
+        (
+            {
+                "rank": 0,
+                "device_type": "cuda",
+                "events": 1234,
+                "kinds": {"kernel": 10, "comm": 2},
+                "steps": [1, 2],
+                "streams": ["0:7"],
+                "generation": {"ts": "int"},
+                "collectives": {},
+                "comm_by_library": {},
+                "process_groups": [],
+            },
+        ),
+        ("a warning",),
+    )
+    digest = WorkloadDigest(
+        SimpleNamespace(
+            losses=(2.0, 1.5), comm_stats=({"tracekit:tp|all_gather": [4, 2**20]},), overheads=({},), out_dir="out/run"
+        ),
+        s,
+    )
     trace = {"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0}]}
-    return {Mapping: s, GateReport: run_gate(run, budgets=(parse_budget("overlap_ratio>=0.1"),)),
-            DiffResult: diff(run, run), Inventory: inv, ModelEstimate: estimate_memory(MemoryConfig(64, 2, 64, 8)),
-            WorkloadDigest: digest, TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
-            MergedTrace: _merged(trace)}
+    return {
+        Mapping: s,
+        GateReport: run_gate(run, budgets=(parse_budget("overlap_ratio>=0.1"),)),
+        DiffResult: diff(run, run),
+        Inventory: inv,
+        ModelEstimate: estimate_memory(MemoryConfig(64, 2, 64, 8)),
+        WorkloadDigest: digest,
+        TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
+        MergedTrace: _merged(trace),
+    }
 
 
 def _merged(trace: dict) -> MergedTrace:
@@ -87,10 +112,15 @@ def test_each_reporter_writes_a_file_and_says_its_size(reporter, tmp_path):
 
 
 def test_the_formats_each_command_offers_have_a_reporter():
-    for document, formats in ((Mapping, ("table", "json", "html")), (Inventory, ("table", "json")),
-                              (ModelEstimate, ("table", "json")), (DiffResult, ("text", "json")),
-                              (GateReport, ("text", "json", "junit", "markdown")), (WorkloadDigest, ("text",)),
-                              (TraceAnnotation, ("perfetto",))):
+    for document, formats in (
+        (Mapping, ("table", "json", "html")),
+        (Inventory, ("table", "json")),
+        (ModelEstimate, ("table", "json")),
+        (DiffResult, ("text", "json")),
+        (GateReport, ("text", "json", "junit", "markdown")),
+        (WorkloadDigest, ("text",)),
+        (TraceAnnotation, ("perfetto",)),
+    ):
         for f in formats:
             assert get_reporter(f, document=document).format == f
 

@@ -28,7 +28,7 @@ def parse(text: str):
     digits, unit = m.groups()
     scale = UNITS[unit] if unit else 1.0
     decimals = len(digits.split(".")[1]) if "." in digits else 0
-    return float(digits) * scale, 0.5 * 10.0 ** -decimals * scale * 1.000001
+    return float(digits) * scale, 0.5 * 10.0**-decimals * scale * 1.000001
 
 
 HEADER_UNIT = re.compile(r"^(.*?) (µs|ms|s|%|B|KiB|MiB|GiB|GB/s)$")
@@ -42,15 +42,14 @@ def tables(text: str) -> dict[str, list[dict]]:
     for i, line in enumerate(lines):
         if line.startswith("┏"):
             title, headers, rows = lines[i - 1].strip(), None, []
-            for row in lines[i + 1:]:
+            for row in lines[i + 1 :]:
                 if row.startswith("└"):
                     break
                 cells = [c.strip() for c in row.strip("┃│").split("┃" if row.startswith("┃") else "│")]
                 if row.startswith("┃"):
                     headers = [(m.group(1), m.group(2)) if (m := HEADER_UNIT.match(h)) else (h, None) for h in cells]
                 elif row.startswith("│"):
-                    rows.append({label: (f"{c} {unit}" if unit and c != "—" else c)
-                                 for (label, unit), c in zip(headers, cells)})
+                    rows.append({label: (f"{c} {unit}" if unit and c != "—" else c) for (label, unit), c in zip(headers, cells)})
             out[title] = rows
     return out
 
@@ -69,22 +68,37 @@ def test_analyze_table_equals_the_json_summary(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     out = tmp_path / "t.txt"
-    res = runner.invoke(cli, ["analyze", "--no-cache", "--executor", "serial", "--width", "260", "--wide", "--out",
-                              str(out), TRACE])
+    res = runner.invoke(
+        cli, ["analyze", "--no-cache", "--executor", "serial", "--width", "260", "--wide", "--out", str(out), TRACE]
+    )
     assert res.exit_code == 0, res.output
     t = tables(out.read_text())
     (row,) = t["per rank (totals over complete steps)"]
     tot = d["ranks"][0]["totals"]
-    for key, label in (("wall_us", "wall"), ("compute_us", "compute"), ("comm_us", "comm"), ("hidden_comm_us", "hidden"),
-                       ("exposed_comm_us", "exposed"), ("idle_us", "idle"), ("memcpy_us", "memcpy"),
-                       ("multi_stream_comm_us", "comm on 2+ streams"), ("overlap_ratio", "overlap")):
+    for key, label in (
+        ("wall_us", "wall"),
+        ("compute_us", "compute"),
+        ("comm_us", "comm"),
+        ("hidden_comm_us", "hidden"),
+        ("exposed_comm_us", "exposed"),
+        ("idle_us", "idle"),
+        ("memcpy_us", "memcpy"),
+        ("multi_stream_comm_us", "comm on 2+ streams"),
+        ("overlap_ratio", "overlap"),
+    ):
         check(row[label], tot[key])
     dims = t["by dimension and op (summed over ranks)"]
     assert [(r["dimension"], r["op"]) for r in dims] == [(x["dimension"], x["op"]) for x in d["by_dimension"]]
     for r, x in zip(dims, d["by_dimension"]):
         assert int(r["count"]) == x["count"]
-        for key, label in (("bytes", "bytes"), ("comm_us", "comm"), ("hidden_comm_us", "hidden"),
-                           ("exposed_comm_us", "exposed"), ("wait_us", "wait"), ("busbw_gbps", "busbw")):
+        for key, label in (
+            ("bytes", "bytes"),
+            ("comm_us", "comm"),
+            ("hidden_comm_us", "hidden"),
+            ("exposed_comm_us", "exposed"),
+            ("wait_us", "wait"),
+            ("busbw_gbps", "busbw"),
+        ):
             check(r[label], x[key] or None if key == "bytes" else x[key])  # an unknown (0) size reads —
     top = t["top 10 exposed collectives"]
     want = sorted(d["collectives"], key=lambda c: -c["exposed_us"])[:10]

@@ -25,8 +25,7 @@ DEEPEP = [
     "void dpsk::ep::internode::dispatch<false, 2, 8, 16, 32, 7168>(int4*, float*, long*, float*, void*, int4 const*, "
     "float const*, long const*, float const*, int*, int*, int*, int*, int const*, int const*, int const*, int, int, int, "
     "int, int, void*, int, int, void**, int, int, int, int)",
-    "void dpsk::ep::internode::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int, "
-    "int, int)",
+    "void dpsk::ep::internode::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int, int, int)",
     "void dpsk::ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, int, int, bool const*, int*, "
     "int, int, void**, int**, int)",
     "void dpsk::ep::internode::combine<__nv_bfloat16, 2, 8, 16, 32, 7168>(int4*, float*, bool const*, int4 const*, "
@@ -52,8 +51,16 @@ def deepseek_style(path):
     return path
 
 
-@pytest.fixture(scope="module", params=["deepseek-style", "allreduce-broadcast-2rank-rank0", "pp-sendrecv-128rank",
-                                        "single-rank-nocomm-nsresolution", "rocm-mi250-minitoy"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "deepseek-style",
+        "allreduce-broadcast-2rank-rank0",
+        "pp-sendrecv-128rank",
+        "single-rank-nocomm-nsresolution",
+        "rocm-mi250-minitoy",
+    ],
+)
 def case(request, tmp_path_factory):
     """(paths, summary JSON, piped output, COLUMNS=100 output) of one trace (or a pair of ranks)."""
     name = request.param
@@ -81,7 +88,7 @@ def tables(text: str) -> list[dict]:
         if line.startswith("┏"):
             end = next(j for j in range(i, len(lines)) if lines[j].startswith("└"))
             sep = next(j for j in range(i, end) if lines[j].startswith("┡"))
-            out.append({"title": lines[i - 1], "header": lines[i + 1:sep], "body": lines[sep + 1:end]})
+            out.append({"title": lines[i - 1], "header": lines[i + 1 : sep], "body": lines[sep + 1 : end]})
     return out
 
 
@@ -159,11 +166,18 @@ def test_cut_name_keeps_the_function_name():
 
 def test_warnings_are_grouped_once_with_a_count():
     ws = [f"tests/x/rank{r}.json.gz: the trace names no process groups; {10 + r} collectives assumed" for r in range(5)]
-    ws += ["rank 3: 2 device events have no launch record", "rank 7: 5 device events have no launch record",
-           "rank 3: 2 device events have no launch record", "the run has no manifest"]
+    ws += [
+        "rank 3: 2 device events have no launch record",
+        "rank 7: 5 device events have no launch record",
+        "rank 3: 2 device events have no launch record",
+        "the run has no manifest",
+    ]
     got = group_warnings(ws)
-    assert got == [ws[0] + " (×5: 5 files)", "rank 3: 2 device events have no launch record (×2: ranks 3, 7)",
-                   "the run has no manifest"]
+    assert got == [
+        ws[0] + " (×5: 5 files)",
+        "rank 3: 2 device events have no launch record (×2: ranks 3, 7)",
+        "the run has no manifest",
+    ]
 
 
 def test_a_column_left_out_takes_its_explanation_along():

@@ -41,14 +41,27 @@ THETA = 3_000_011  # rank 1's clock reads 3.000011 ms ahead of rank 0's
 def _two_ranks() -> TraceSet:
     """test_critical_path.two_ranks (its path known by construction), rank 0 at B0 + t and rank 1 at B0 + t + THETA:
     the collectives end together in true time, so the median of matched end differences is exactly THETA."""
-    r0 = [ev("STEP", 0, 1500, 0, name="ProfilerStep#0", **HOST),
-          rt("cudaLaunchKernel", 100, 10, 1), _coll(115, 485, 0, 1), *_stream_sync(120, 490, 2),
-          op("aten::H0", 610, 390),
-          rt("cudaLaunchKernel", 1000, 10, 3), _coll(1015, 285, 1, 3), *_stream_sync(1020, 290, 4)]
-    r1 = [ev("STEP", 0, 1800, 0, name="ProfilerStep#0", **HOST), op("aten::H1", 0, 400),
-          rt("cudaLaunchKernel", 400, 10, 1), _coll(420, 180, 0, 1), *_stream_sync(410, 195, 2),
-          rt("cudaLaunchKernel", 610, 10, 3), _coll(625, 675, 1, 3), *_stream_sync(620, 685, 4),
-          op("aten::H2", 1305, 495)]
+    r0 = [
+        ev("STEP", 0, 1500, 0, name="ProfilerStep#0", **HOST),
+        rt("cudaLaunchKernel", 100, 10, 1),
+        _coll(115, 485, 0, 1),
+        *_stream_sync(120, 490, 2),
+        op("aten::H0", 610, 390),
+        rt("cudaLaunchKernel", 1000, 10, 3),
+        _coll(1015, 285, 1, 3),
+        *_stream_sync(1020, 290, 4),
+    ]
+    r1 = [
+        ev("STEP", 0, 1800, 0, name="ProfilerStep#0", **HOST),
+        op("aten::H1", 0, 400),
+        rt("cudaLaunchKernel", 400, 10, 1),
+        _coll(420, 180, 0, 1),
+        *_stream_sync(410, 195, 2),
+        rt("cudaLaunchKernel", 610, 10, 3),
+        _coll(625, 675, 1, 3),
+        *_stream_sync(620, 685, 4),
+        op("aten::H2", 1305, 495),
+    ]
     moved = {0: [{**e, "ts_ns": e["ts_ns"] + B0} for e in r0], 1: [{**e, "ts_ns": e["ts_ns"] + B0 + THETA} for e in r1]}
     infos = {r: RankInfo(rank=r, world_size=2, device_type="cuda", base_time_ns=b) for r, b in ((0, B0), (1, B1))}
     return TraceSet({r: table(rows) for r, rows in moved.items()}, infos, RunMetadata(world_size=2))
@@ -64,7 +77,9 @@ def test_hand_built_two_ranks_with_a_known_offset(tmp_path):
     summary, doc = result.to_dict(), result.timeline()
     assert doc["schema"] == "tracekit.timeline/1.1" and doc["clock"] == {"reference_rank": 0, "base_ns": B0}
     assert [(r["rank"], r["base_ns"], r["offset_ns"], r["shift_ns"]) for r in doc["ranks"]] == [
-        (0, B0, 0, 0), (1, B1, THETA, B1 - THETA - B0)]
+        (0, B0, 0, 0),
+        (1, B1, THETA, B1 - THETA - B0),
+    ]
     assert {o["rank"]: o["offset_us"] for o in summary["clock_offsets"]} == {0: 0.0, 1: THETA / 1e3}
     path = tmp_path / "tl.json"
     path.write_text(json.dumps(doc))
@@ -86,8 +101,10 @@ def test_hand_built_two_ranks_with_a_known_offset(tmp_path):
     assert sum(b[1] for b in lane["segments"]) == pytest.approx(1.8)
 
     # a 1.0 document (no clock) still reads and draws as before: each rank from its own window start
-    old = {"schema": "tracekit.timeline/1", "ranks": [{k: v for k, v in r.items() if not k.endswith("_ns")}
-                                                       for r in doc["ranks"]]}
+    old = {
+        "schema": "tracekit.timeline/1",
+        "ranks": [{k: v for k, v in r.items() if not k.endswith("_ns")} for r in doc["ranks"]],
+    }
     path.write_text(json.dumps(old))
     tl, lane = _page_data(summary, read_timeline(path))
     assert tl.clock == {"common": False} and lane["clock"] == "reference" and "approximately" in clock_text_of(tl)
@@ -99,8 +116,11 @@ def clock_text_of(tl) -> str:
 
 
 def test_a_clock_without_shifts_is_refused(tmp_path):
-    doc = {"schema": "tracekit.timeline/1.1", "clock": {"reference_rank": 0, "base_ns": 0},
-           "ranks": [{"rank": 0, "step": 0, "window_us": [0.0, 1.0], "intervals": []}]}
+    doc = {
+        "schema": "tracekit.timeline/1.1",
+        "clock": {"reference_rank": 0, "base_ns": 0},
+        "ranks": [{"rank": 0, "step": 0, "window_us": [0.0, 1.0], "intervals": []}],
+    }
     with pytest.raises(ConfigError, match="rank 0: no shift_ns"):
         prepare({}, doc)
     path = tmp_path / "tl.json"
@@ -113,6 +133,7 @@ def test_a_clock_without_shifts_is_refused(tmp_path):
 
 
 # -- a real 2-process gloo run -----------------------------------------------------------------------------------
+
 
 def _worker(rank: int, port: int, out: str) -> None:
     """Two profiled steps of host compute, a data_loader wait that rank 1 spends sleeping (so every step's path
@@ -131,8 +152,11 @@ def _worker(rank: int, port: int, out: str) -> None:
     x = torch.ones(1024)
     dist.all_reduce(x)
     path = os.path.join(out, f"rank{rank}.trace.json")
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=3),
+        on_trace_ready=lambda p: p.export_chrome_trace(path),
+    ) as prof:
         for step in range(4):
             busy(0.002)
             with record_function("data_loader"):
@@ -140,9 +164,18 @@ def _worker(rank: int, port: int, out: str) -> None:
                     time.sleep(0.015)
             for k in range(2):
                 seq = 10 * step + k
-                ann = CommAnnotation(op="all_reduce", pg_name="0", pg_desc="tracekit:dp", ranks="0,1",
-                                     dtype="float32", in_nelems=1024, out_nelems=1024, in_bytes=4096,
-                                     out_bytes=4096, seq=seq)
+                ann = CommAnnotation(
+                    op="all_reduce",
+                    pg_name="0",
+                    pg_desc="tracekit:dp",
+                    ranks="0,1",
+                    dtype="float32",
+                    in_nelems=1024,
+                    out_nelems=1024,
+                    in_bytes=4096,
+                    out_bytes=4096,
+                    seq=seq,
+                )
                 with record_function(ann.format()):
                     work = dist.all_reduce(x, async_op=True)
                 with record_function(CommAnnotation(op="all_reduce", pg_name="0", seq=seq, is_wait=True).format()):
@@ -234,7 +267,7 @@ def _check_segments(data: dict, offsets: dict[int, int], files: list[Path], tol:
         ranks.add(rank)
         near = sorted(cands, key=lambda c: abs(c[0] - s))[:2]
         assert any(a - tol <= s and e <= b + tol for a, b in cands), (rank, name, s, e, near)
-        (w0, w1), = [w for w in spans[(rank, f"ProfilerStep#{lane['step']}")]]  # the lanes are clipped to it
+        ((w0, w1),) = [w for w in spans[(rank, f"ProfilerStep#{lane['step']}")]]  # the lanes are clipped to it
         if kind == "comm_transfer" and max(s, w0) < min(e, w1):  # communication the rank's comm lane draws
             cs, ce = max(s, w0), min(e, w1)
             pieces = [(round(a * 1e3), round(b * 1e3)) for a, b in drawn[rank]["hidden"] + drawn[rank]["exposed"]]
@@ -243,7 +276,7 @@ def _check_segments(data: dict, offsets: dict[int, int], files: list[Path], tol:
     # the late rank 1 is on the path, so its offset is exercised (off by it, its segments leave their ops)
     assert 1 in ranks, ranks
     for r in data["timeline"]["ranks"]:  # every rank's drawn lanes inside its own step window, on the same axis
-        (w0, w1), = spans[(r["rank"], f"ProfilerStep#{r['step']}")]
+        ((w0, w1),) = spans[(r["rank"], f"ProfilerStep#{r['step']}")]
         ends = [(round(a * 1e3), round(b * 1e3)) for c in r["intervals"].values() for a, b in c]
         assert ends and all(w0 - tol <= a and b <= w1 + tol for a, b in ends), (r["rank"], w0, w1, min(ends), max(ends))
     return checked, on_lane

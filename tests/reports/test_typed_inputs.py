@@ -27,8 +27,10 @@ def test_a_summarys_timeline_of_the_wrong_shape_is_one_line(tmp_path):
     assert "$.ranks[0].intervals[0][0]" in line and "--timeline-out" in line
 
 
-@pytest.mark.parametrize("given", [BAD, {**BAD, "ranks": [{"rank": "0", "intervals": []}]},
-                                   {**BAD, "ranks": [{"rank": 0, "intervals": [[0.0, 1.0, "gpu"]]}]}])
+@pytest.mark.parametrize(
+    "given",
+    [BAD, {**BAD, "ranks": [{"rank": "0", "intervals": []}]}, {**BAD, "ranks": [{"rank": 0, "intervals": [[0.0, 1.0, "gpu"]]}]}],
+)
 def test_prepare_takes_the_struct_or_refuses(given):
     with pytest.raises(ConfigError, match=r"\$\.ranks\[0\]"):
         prepare({}, given)

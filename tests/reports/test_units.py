@@ -8,18 +8,38 @@ from tracekit.formats import units
 from tracekit.gate.stats import Stat
 
 
-@pytest.mark.parametrize(("us", "text"), [
-    (None, "—"), (float("nan"), "—"), (0.0, "0.0 µs"), (12.34, "12.3 µs"), (999.9, "999.9 µs"),
-    (1000.0, "1.000 ms"), (1234.0, "1.234 ms"), (-1500.0, "-1.500 ms"), (2.5e6, "2.500 s"),
-])
+@pytest.mark.parametrize(
+    ("us", "text"),
+    [
+        (None, "—"),
+        (float("nan"), "—"),
+        (0.0, "0.0 µs"),
+        (12.34, "12.3 µs"),
+        (999.9, "999.9 µs"),
+        (1000.0, "1.000 ms"),
+        (1234.0, "1.234 ms"),
+        (-1500.0, "-1.500 ms"),
+        (2.5e6, "2.500 s"),
+    ],
+)
 def test_duration_scales_to_us_ms_s(us, text):
     assert units.duration(us) == text
 
 
-@pytest.mark.parametrize(("nbytes", "text"), [
-    (None, "—"), (0, "0 B"), (512, "512 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (1536, "1.50 KiB"),
-    (3 * 2**20, "3.00 MiB"), (2**30, "1.00 GiB"), (5 * 2**29, "2.50 GiB"),
-])
+@pytest.mark.parametrize(
+    ("nbytes", "text"),
+    [
+        (None, "—"),
+        (0, "0 B"),
+        (512, "512 B"),
+        (1023, "1023 B"),
+        (1024, "1.00 KiB"),
+        (1536, "1.50 KiB"),
+        (3 * 2**20, "3.00 MiB"),
+        (2**30, "1.00 GiB"),
+        (5 * 2**29, "2.50 GiB"),
+    ],
+)
 def test_size_in_binary_units(nbytes, text):
     assert units.size(nbytes) == text
 
@@ -34,10 +54,19 @@ def test_percent_gbps_count():
     assert units.count(None) == "—"
 
 
-@pytest.mark.parametrize(("field", "unit"), [
-    ("exposed_comm_us", "us"), ("overlap_ratio", "ratio"), ("exposed_comm_share", "ratio"),
-    ("measured_bytes", "bytes"), ("bytes", "bytes"), ("busbw_gbps", "gbps"), ("count", "count"), ("seq", "count"),
-])
+@pytest.mark.parametrize(
+    ("field", "unit"),
+    [
+        ("exposed_comm_us", "us"),
+        ("overlap_ratio", "ratio"),
+        ("exposed_comm_share", "ratio"),
+        ("measured_bytes", "bytes"),
+        ("bytes", "bytes"),
+        ("busbw_gbps", "gbps"),
+        ("count", "count"),
+        ("seq", "count"),
+    ],
+)
 def test_unit_of_a_summary_field(field, unit):
     assert units.unit_of(field) == unit
 
@@ -72,8 +101,7 @@ def test_metric_style_of_the_gate():
     assert units.metric_value("count", 3.0) == "3"
     assert units.metric_value("overlap_ratio", 0.15) == "0.150"
     assert units.metric_value("overlap_ratio", None) == "n/a"
-    assert units.metric_stat("exposed_comm_us", Stat(125.0, 120.0, 130.0, 122.5, 127.5, 6)) \
-        == "125.0 µs (steps 120.0..130.0)"
+    assert units.metric_stat("exposed_comm_us", Stat(125.0, 120.0, 130.0, 122.5, 127.5, 6)) == "125.0 µs (steps 120.0..130.0)"
     assert units.metric_stat("overlap_ratio", Stat.single(0.5)) == "0.500 (run total)"
     assert units.metric_stat("overlap_ratio", None) == "n/a"
     assert units.change(None) == "new"

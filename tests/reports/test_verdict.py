@@ -12,8 +12,21 @@ BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "tp-sp-cpu-ws2.js
 
 def test_gate_json_renders_as_the_report_verdict(tmp_path):
     verdict, html = tmp_path / "verdict.json", tmp_path / "r.html"
-    r = CliRunner().invoke(cli, ["check", str(BASELINE), "--baseline", str(BASELINE), "--metric", "overlap_ratio",
-                                 "--budget", "overlap_ratio>=0.9", "--json", str(verdict)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "check",
+            str(BASELINE),
+            "--baseline",
+            str(BASELINE),
+            "--metric",
+            "overlap_ratio",
+            "--budget",
+            "overlap_ratio>=0.9",
+            "--json",
+            str(verdict),
+        ],
+    )
     assert r.exit_code == 1, r.output  # the budget fails; the regression check against itself passes
     gate = json.loads(verdict.read_text())
     median = gate["checks"][0]["current"]["median"]

@@ -91,8 +91,10 @@ def test_bad_timeline_is_rejected():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.floats(0, 1e4), st.floats(0, 50)), min_size=1, max_size=30), min_size=1,
-                max_size=5), st.integers(1, 80))
+@given(
+    st.lists(st.lists(st.tuples(st.floats(0, 1e4), st.floats(0, 50)), min_size=1, max_size=30), min_size=1, max_size=5),
+    st.integers(1, 80),
+)
 def test_merge_gap_oracle(raw, max_events):
     """Brute force: the count after merging with the chosen gap fits, and every input lies inside an output."""
     series = []

@@ -20,19 +20,20 @@ PLUGIN_ARGS = () if _INSTALLED else ("-p", "tracekit.pytest_plugin")
 pytest_plugins = ["pytester"]
 
 
-
 def _mark(*args, **kwargs):  # what budgets_from_marker reads of a pytest Mark
     return SimpleNamespace(args=args, kwargs=kwargs)
 
 
-HAVE_ANALYSIS = importlib.util.find_spec("tracekit.loader.loading") is not None and hasattr(
-    __import__("tracekit"), "analyze")
+HAVE_ANALYSIS = importlib.util.find_spec("tracekit.loader.loading") is not None and hasattr(__import__("tracekit"), "analyze")
 
 
 def test_marker_arguments_become_budgets():
     mark = _mark(min_overlap_ratio=0.3, max_exposed_comm_share=0.2, budgets=["tp/all_gather:exposed_comm_us<=800"])
     assert [b.expr for b in budgets_from_marker(mark)] == [
-        "overlap_ratio>=0.3", "exposed_comm_share<=0.2", "tp/all_gather:exposed_comm_us<=800"]
+        "overlap_ratio>=0.3",
+        "exposed_comm_share<=0.2",
+        "tp/all_gather:exposed_comm_us<=800",
+    ]
     with pytest.raises(ConfigError, match="unknown argument.*min_overlap"):
         budgets_from_marker(_mark(min_overlap=0.3))
 

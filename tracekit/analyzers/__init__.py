@@ -25,9 +25,15 @@ if TYPE_CHECKING:
     from .memory.activation_run import ActivationMemoryAnalyzer
     from .registry import ANALYZERS, Analyzer, analyze
 
-_LAZY = {"Analyzer": ".registry", "ActivationMemoryAnalyzer": ".memory.activation_run", "ANALYZERS": ".registry",
-         "analyze": ".registry", "Analysis": ".analysis", "CommAnalyzer": ".comm.communication",
-         "CommResult": ".comm.communication"}
+_LAZY = {
+    "Analyzer": ".registry",
+    "ActivationMemoryAnalyzer": ".memory.activation_run",
+    "ANALYZERS": ".registry",
+    "analyze": ".registry",
+    "Analysis": ".analysis",
+    "CommAnalyzer": ".comm.communication",
+    "CommResult": ".comm.communication",
+}
 
 
 _lazy = lazy_getattr(__name__, _LAZY, globals())

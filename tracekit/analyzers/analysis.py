@@ -62,6 +62,8 @@ class Analysis(AnalysisFrames):
         inst = self.comm.instances
         m = inst["rank"] == rank
         base = info.base_time_ns
-        cols = [{"dimension": d or "unknown", "start_us": us(s - base), "dur_us": (e - s) / 1e3}
-                for d, s, e in zip(inst["dimension"][m], inst["start_ns"][m].tolist(), inst["end_ns"][m].tolist())]
+        cols = [
+            {"dimension": d or "unknown", "start_us": us(s - base), "dur_us": (e - s) / 1e3}
+            for d, s, e in zip(inst["dimension"][m], inst["start_ns"][m].tolist(), inst["end_ns"][m].tolist())
+        ]
         return pieces_us([("hidden", hidden), ("exposed", exposed)], base), cols

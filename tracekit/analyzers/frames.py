@@ -16,8 +16,13 @@ import pandas as pd
 
 from ..formats import summary as doc
 
-_COMM_ROWS = {"collectives": doc.CollectiveRow, "by_dimension": doc.DimensionRow, "by_process_group": doc.GroupRow,
-              "stragglers": doc.Straggler, "clock_offsets": doc.ClockOffset}
+_COMM_ROWS = {
+    "collectives": doc.CollectiveRow,
+    "by_dimension": doc.DimensionRow,
+    "by_process_group": doc.GroupRow,
+    "stragglers": doc.Straggler,
+    "clock_offsets": doc.ClockOffset,
+}
 
 
 def _frame(rows: Iterable[dict], columns: list[str] | None = None) -> pd.DataFrame:
@@ -83,8 +88,11 @@ class AnalysisFrames:
 
     def busy_partition_frame(self) -> pd.DataFrame:
         """``ranks[].busy_partition.parts`` with the rank's ``busy_us``."""
-        return _per_rank(self._breakdown("busy_partition"),
-                         lambda s: [{**p, "busy_us": s["busy_us"]} for p in s["parts"]], ["part", "us", "share"])
+        return _per_rank(
+            self._breakdown("busy_partition"),
+            lambda s: [{**p, "busy_us": s["busy_us"]} for p in s["parts"]],
+            ["part", "us", "share"],
+        )
 
     def idle_frame(self, by: str = "step") -> pd.DataFrame:
         """``ranks[].idle_breakdown.steps`` (by="step") or ``.streams`` (by="stream")."""
@@ -93,8 +101,9 @@ class AnalysisFrames:
 
     def launch_stats_frame(self) -> pd.DataFrame:
         """``ranks[].launch_stats``: one row per rank of its scalar figures (the lists left out)."""
-        return _per_rank(self._breakdown("launch_stats"),
-                         lambda s: [{k: v for k, v in s.items() if not isinstance(v, (list, dict))}], [])
+        return _per_rank(
+            self._breakdown("launch_stats"), lambda s: [{k: v for k, v in s.items() if not isinstance(v, (list, dict))}], []
+        )
 
     def launch_outliers_frame(self) -> pd.DataFrame:
         """``ranks[].launch_stats.outliers``."""
@@ -114,10 +123,15 @@ class AnalysisFrames:
 
     def memory_points_frame(self) -> pd.DataFrame:
         """``ranks[].memory_timeline.points``, one row per point (the JSON holds them as columns per device)."""
-        return _per_rank(self._memory(), lambda s: [
-            {"device": p["device"], "t_us": t, "allocated_bytes": a, "reserved_bytes": b}
-            for p in s["points"] for t, a, b in zip(p["t_us"], p["allocated_bytes"], p["reserved_bytes"])],
-            ["device", "t_us", "allocated_bytes", "reserved_bytes"])
+        return _per_rank(
+            self._memory(),
+            lambda s: [
+                {"device": p["device"], "t_us": t, "allocated_bytes": a, "reserved_bytes": b}
+                for p in s["points"]
+                for t, a, b in zip(p["t_us"], p["allocated_bytes"], p["reserved_bytes"])
+            ],
+            ["device", "t_us", "allocated_bytes", "reserved_bytes"],
+        )
 
     def memory_allocators_frame(self) -> pd.DataFrame:
         """``ranks[].memory_timeline.top_allocators``."""

@@ -197,7 +197,9 @@ def key_stride(n_groups: int, lo: int, *highs: int) -> np.int64:
 
     stride = max([int(h) for h in highs] + [lo]) - lo + 1
     if stride * (max(n_groups, 1) + 1) >= 2**62:
-        raise TraceFormatError(f"events span {stride / 1e9:,.0f} s: a timestamp far "
-                               "from the others (an event at ts 0?); the dependency graph cannot order them. Narrow "
-                               "the analysis with --window or fix the trace's timestamps")
+        raise TraceFormatError(
+            f"events span {stride / 1e9:,.0f} s: a timestamp far "
+            "from the others (an event at ts 0?); the dependency graph cannot order them. Narrow "
+            "the analysis with --window or fix the trace's timestamps"
+        )
     return np.int64(stride)

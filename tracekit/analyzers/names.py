@@ -89,7 +89,7 @@ def _shorten_templates(qualified: str) -> str:
             i += 1
             continue
         close = _matching(qualified, i)
-        args = _top_level_split(qualified[i + 1:close], ",")
+        args = _top_level_split(qualified[i + 1 : close], ",")
         first = _shorten_argument(args[0]) if args else ""
         out.append("<" + first + (f", {ELLIPSIS}" if len(args) > 1 else "") + ">")
         i = close + 1

@@ -29,8 +29,7 @@ class Analyzer(Protocol):
 
 # In order: the communication analyzer resolves the steps; the analyzers after it see the tables with the steps it
 # resolved (duplicates, nesting, --window).
-ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer(),
-                                   MemoryTimelineAnalyzer())
+ANALYZERS: tuple[Analyzer, ...] = (CommAnalyzer(), ActivationMemoryAnalyzer(), BreakdownAnalyzer(), MemoryTimelineAnalyzer())
 
 
 def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Analysis:
@@ -66,8 +65,7 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         graph = build_graph(analysed, options.get("window"), results["comm"])  # once, for the path and the what-ifs
         paths = CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
     release_free_memory()  # the analyzers' temporaries leave holes in the C heap (~0.3 GB at 5 M events)
-    return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths,
-                    memory=results["memory_timeline"])
+    return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths, memory=results["memory_timeline"])
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -40,10 +40,16 @@ def build_summary(traces: TraceSet, comm) -> dict:
 
     infos = [traces.info(r) for r in traces.ranks]
     md = traces.metadata
-    run = {"world_size": md.world_size, "backend": md.backend or (infos[0].backend if infos else ""),
-           "device_type": _device_type(comm, infos), "layout": dict(md.layout),
-           "workload": md.manifest.get("workload") or None, "ranks": traces.ranks,
-           "sources": [i.source for i in infos], "manifest": dict(md.manifest)}
+    run = {
+        "world_size": md.world_size,
+        "backend": md.backend or (infos[0].backend if infos else ""),
+        "device_type": _device_type(comm, infos),
+        "layout": dict(md.layout),
+        "workload": md.manifest.get("workload") or None,
+        "ranks": traces.ranks,
+        "sources": [i.source for i in infos],
+        "manifest": dict(md.manifest),
+    }
     out = {"schema": SCHEMA, "tracekit_version": __version__, "run": run}
     sections = comm_sections(comm)
     for r, rank in zip(sections["ranks"], traces.ranks):  # a cut file the loader salvaged (its steps are marked)
@@ -53,10 +59,14 @@ def build_summary(traces: TraceSet, comm) -> dict:
     out["warnings"] = list(dict.fromkeys([*md.warnings, *(w for i in infos for w in i.warnings), *comm.warnings]))
     bound = sections["collectives_limit"]
     if bound["omitted"]:
-        out["warnings"] = [*out["warnings"], (
-            f"the summary keeps the {bound['limit']} most exposed of {bound['total']} collective instances "
-            "(`collectives_limit`); write every instance with `tracekit analyze --collectives-out FILE.parquet`, or "
-            "raise TRACEKIT_MAX_COLLECTIVE_ROWS")]
+        out["warnings"] = [
+            *out["warnings"],
+            (
+                f"the summary keeps the {bound['limit']} most exposed of {bound['total']} collective instances "
+                "(`collectives_limit`); write every instance with `tracekit analyze --collectives-out FILE.parquet`, or "
+                "raise TRACEKIT_MAX_COLLECTIVE_ROWS"
+            ),
+        ]
     return out
 
 
@@ -99,18 +109,53 @@ def complete_rows(comm, df: pd.DataFrame):
     if df.empty:
         return np.zeros(0, bool)
     # (rank, step) as one int64 (rank < 2^31, step an int32): one vectorised look-up instead of a tuple per row
-    keys = np.array([(int(r.rank) << 32) | (int(s.step) & 0xFFFFFFFF) for r in comm.ranks for s in r.steps if s.complete],
-                    dtype=np.int64)
+    keys = np.array(
+        [(int(r.rank) << 32) | (int(s.step) & 0xFFFFFFFF) for r in comm.ranks for s in r.steps if s.complete], dtype=np.int64
+    )
     codes = (df["rank"].to_numpy(np.int64) << 32) | (df["step"].to_numpy(np.int64) & 0xFFFFFFFF)
     return np.isin(codes, keys)
 
 
 # what the summary's sections read of the instances (the aggregates, the most exposed rows, the row columns)
-_AGG_COLUMNS = ("rank", "dimension", "op", "pg_name", "pg_desc", "pg_ranks", "pg_members", "bytes", "dur_ns",
-                "hidden_ns", "exposed_ns", "wait_ns", "transfer_ns", "bus_bytes", "bw_ns")
-_SUMMARY_COLUMNS = ("rank", "step", "op", "pg_name", "pg_desc", "pg_ranks", "pg_members", "dimension", "seq", "stream",
-                    "name", "start_ns", "end_ns", "bytes", "hidden_ns", "wait_ns", "transfer_ns", "skew_ns",
-                    "algbw_gbps", "busbw_gbps")
+_AGG_COLUMNS = (
+    "rank",
+    "dimension",
+    "op",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "pg_members",
+    "bytes",
+    "dur_ns",
+    "hidden_ns",
+    "exposed_ns",
+    "wait_ns",
+    "transfer_ns",
+    "bus_bytes",
+    "bw_ns",
+)
+_SUMMARY_COLUMNS = (
+    "rank",
+    "step",
+    "op",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "pg_members",
+    "dimension",
+    "seq",
+    "stream",
+    "name",
+    "start_ns",
+    "end_ns",
+    "bytes",
+    "hidden_ns",
+    "wait_ns",
+    "transfer_ns",
+    "skew_ns",
+    "algbw_gbps",
+    "busbw_gbps",
+)
 
 
 def instances_frame(comm, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -128,12 +173,19 @@ def instances_frame(comm, columns: tuple[str, ...] | None = None) -> pd.DataFram
 
 def _agg(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     g = df.groupby(by, sort=True, dropna=False)
-    return pd.DataFrame({
-        "count": g.size(), "bytes": g["bytes"].sum(), "comm_ns": g["dur_ns"].sum(),
-        "hidden_ns": g["hidden_ns"].sum(), "exposed_ns": g["exposed_ns"].sum(),
-        "wait_ns": g["wait_ns"].sum(min_count=1), "transfer_ns": g["transfer_ns"].sum(min_count=1),
-        "bus_bytes": g["bus_bytes"].sum(min_count=1), "bw_ns": g["bw_ns"].sum(min_count=1),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "count": g.size(),
+            "bytes": g["bytes"].sum(),
+            "comm_ns": g["dur_ns"].sum(),
+            "hidden_ns": g["hidden_ns"].sum(),
+            "exposed_ns": g["exposed_ns"].sum(),
+            "wait_ns": g["wait_ns"].sum(min_count=1),
+            "transfer_ns": g["transfer_ns"].sum(min_count=1),
+            "bus_bytes": g["bus_bytes"].sum(min_count=1),
+            "bw_ns": g["bw_ns"].sum(min_count=1),
+        }
+    ).reset_index()
 
 
 def _by_dimension(df: pd.DataFrame) -> list[dict]:
@@ -141,11 +193,20 @@ def _by_dimension(df: pd.DataFrame) -> list[dict]:
         return []
     out = []
     for row in _agg(df, ["dimension", "op"]).itertuples(index=False):
-        out.append({"dimension": row.dimension, "op": row.op or "unknown", "count": int(row.count),
-                    "bytes": int(row.bytes), "comm_us": row.comm_ns / 1e3, "hidden_comm_us": row.hidden_ns / 1e3,
-                    "exposed_comm_us": row.exposed_ns / 1e3, "wait_us": _us(row.wait_ns),
-                    "transfer_us": _us(row.transfer_ns), "busbw_gbps": _num(row.bus_bytes / row.bw_ns)
-                    if row.bw_ns == row.bw_ns and row.bw_ns > 0 else None})
+        out.append(
+            {
+                "dimension": row.dimension,
+                "op": row.op or "unknown",
+                "count": int(row.count),
+                "bytes": int(row.bytes),
+                "comm_us": row.comm_ns / 1e3,
+                "hidden_comm_us": row.hidden_ns / 1e3,
+                "exposed_comm_us": row.exposed_ns / 1e3,
+                "wait_us": _us(row.wait_ns),
+                "transfer_us": _us(row.transfer_ns),
+                "busbw_gbps": _num(row.bus_bytes / row.bw_ns) if row.bw_ns == row.bw_ns and row.bw_ns > 0 else None,
+            }
+        )
     return out
 
 
@@ -156,10 +217,21 @@ def _by_group(df: pd.DataFrame) -> list[dict]:
     members = dict(zip(df["pg_ranks"], df["pg_members"]))  # the loader's parse of each group's ranks text
     for row in _agg(df, ["pg_name", "pg_desc", "dimension", "pg_ranks"]).itertuples(index=False):
         ranks = list(members.get(row.pg_ranks, ()))
-        out.append({"pg_name": row.pg_name, "pg_desc": row.pg_desc, "dimension": row.dimension, "ranks": ranks,
-                    "count": int(row.count), "bytes": int(row.bytes), "comm_us": row.comm_ns / 1e3,
-                    "hidden_comm_us": row.hidden_ns / 1e3, "exposed_comm_us": row.exposed_ns / 1e3,
-                    "wait_us": _us(row.wait_ns), "transfer_us": _us(row.transfer_ns)})
+        out.append(
+            {
+                "pg_name": row.pg_name,
+                "pg_desc": row.pg_desc,
+                "dimension": row.dimension,
+                "ranks": ranks,
+                "count": int(row.count),
+                "bytes": int(row.bytes),
+                "comm_us": row.comm_ns / 1e3,
+                "hidden_comm_us": row.hidden_ns / 1e3,
+                "exposed_comm_us": row.exposed_ns / 1e3,
+                "wait_us": _us(row.wait_ns),
+                "transfer_us": _us(row.transfer_ns),
+            }
+        )
     return out
 
 
@@ -185,16 +257,31 @@ def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
 
     def us(col: str, gated: bool = False) -> pd.Series:
         return df[col] / 1e3 if multi or not gated else pd.Series(np.nan, index=df.index)
-    out = pd.DataFrame({
-        "rank": df["rank"].astype("int64"), "step": df["step"].astype("int64"),
-        "op": df["op"].fillna("").replace("", "unknown"),
-        "pg_name": df["pg_name"], "pg_desc": df["pg_desc"], "dimension": df["dimension"],
-        "seq": df["seq"].astype("int64"), "stream": df["stream"].astype("int64"), "name": df["name"],
-        "short_name": df["name"].fillna("").map(short_name),
-        "start_us": us("start_ns"), "dur_us": us("dur_ns"), "bytes": df["bytes"].astype("int64"),
-        "hidden_us": us("hidden_ns"), "exposed_us": us("exposed_ns"), "wait_us": us("wait_ns", True),
-        "transfer_us": us("transfer_ns", True), "skew_us": us("skew_ns", True),
-        "algbw_gbps": df["algbw_gbps"].astype("float64"), "busbw_gbps": df["busbw_gbps"].astype("float64")})
+
+    out = pd.DataFrame(
+        {
+            "rank": df["rank"].astype("int64"),
+            "step": df["step"].astype("int64"),
+            "op": df["op"].fillna("").replace("", "unknown"),
+            "pg_name": df["pg_name"],
+            "pg_desc": df["pg_desc"],
+            "dimension": df["dimension"],
+            "seq": df["seq"].astype("int64"),
+            "stream": df["stream"].astype("int64"),
+            "name": df["name"],
+            "short_name": df["name"].fillna("").map(short_name),
+            "start_us": us("start_ns"),
+            "dur_us": us("dur_ns"),
+            "bytes": df["bytes"].astype("int64"),
+            "hidden_us": us("hidden_ns"),
+            "exposed_us": us("exposed_ns"),
+            "wait_us": us("wait_ns", True),
+            "transfer_us": us("transfer_ns", True),
+            "skew_us": us("skew_ns", True),
+            "algbw_gbps": df["algbw_gbps"].astype("float64"),
+            "busbw_gbps": df["busbw_gbps"].astype("float64"),
+        }
+    )
     return out.reset_index(drop=True)
 
 

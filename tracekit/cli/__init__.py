@@ -89,8 +89,11 @@ class _Group(click.Group):
                 sys.exit(EXIT_BROKEN_PIPE)
             if exc.filename is None and exc.errno in _STREAM_ERRNOS:  # a write to stdout: /dev/full, a closed fd
                 _stdout_to_devnull()
-                click.echo(f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a "
-                           "file with space, or use the command's output option", err=True)
+                click.echo(
+                    f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a "
+                    "file with space, or use the command's output option",
+                    err=True,
+                )
                 sys.exit(2)
             raise
 
@@ -184,8 +187,11 @@ def main() -> None:
         if exc.errno == errno.EPIPE:
             code = EXIT_BROKEN_PIPE
         else:
-            click.echo(f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a file "
-                       "with space, or use the command's output option", err=True)
+            click.echo(
+                f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a file "
+                "with space, or use the command's output option",
+                err=True,
+            )
             code = 2
     _exit(code)
 

@@ -13,27 +13,52 @@ from .common import build_load_options, load_options
 def analysis_options(f):
     """The loader options plus --dim-map, --no-align-clocks and --window."""
     f = window_option(f)
-    f = click.option("--critical-path", is_flag=True,
-                     help="Also find each step's critical path over all ranks (the summary's critical_path section; "
-                          "costs about as much as the analysis).")(f)
-    f = click.option("--memory-points", type=click.IntRange(3, 10**7), default=1000, show_default=True,
-                     help="Points of each device's memory timeline kept in the summary (the maximum and the last "
-                          "of each bucket, so the peaks stay).")(f)
+    f = click.option(
+        "--critical-path",
+        is_flag=True,
+        help="Also find each step's critical path over all ranks (the summary's critical_path section; "
+        "costs about as much as the analysis).",
+    )(f)
+    f = click.option(
+        "--memory-points",
+        type=click.IntRange(3, 10**7),
+        default=1000,
+        show_default=True,
+        help="Points of each device's memory timeline kept in the summary (the maximum and the last "
+        "of each bucket, so the peaks stay).",
+    )(f)
     f = click.option("--no-align-clocks", is_flag=True, help="Do not correct clock offsets between ranks.")(f)
-    f = click.option("--dim-map", multiple=True, metavar="PATTERN=DIM",
-                     help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).")(f)
+    f = click.option(
+        "--dim-map",
+        multiple=True,
+        metavar="PATTERN=DIM",
+        help="Process group (desc or name, shell pattern) -> parallel dimension (repeatable).",
+    )(f)
     return load_options(f)
 
 
 def window_option(f):
     """--window NAME: the instances of a user annotation are the steps (exact name or shell glob)."""
-    return click.option("--window", default=None, metavar="NAME",
-                        help="Take the instances of this annotation (record_function name, exact or glob) as the "
-                             "steps instead of ProfilerStep#N, for traces recorded without a profiler schedule.")(f)
+    return click.option(
+        "--window",
+        default=None,
+        metavar="NAME",
+        help="Take the instances of this annotation (record_function name, exact or glob) as the "
+        "steps instead of ProfilerStep#N, for traces recorded without a profiler schedule.",
+    )(f)
 
 
-def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: bool = False, executor=None,
-                         window: str | None = None, critical_path: bool = False, memory_points: int = 1000, **load_kw):
+def analysis_from_traces(
+    paths: Sequence[str],
+    *,
+    dim_map=(),
+    no_align_clocks: bool = False,
+    executor=None,
+    window: str | None = None,
+    critical_path: bool = False,
+    memory_points: int = 1000,
+    **load_kw,
+):
     """``tracekit.loader.loading.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
     ``annotation(rank)``)."""
     from ..analyzers import analyze
@@ -41,8 +66,14 @@ def analysis_from_traces(paths: Sequence[str], *, dim_map=(), no_align_clocks: b
 
     compact_arrow_pool()
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
-    return analyze(ts, dim_map=dim_map, align_clocks=not no_align_clocks, window=window,
-                   critical_path=critical_path, memory_points=memory_points)
+    return analyze(
+        ts,
+        dim_map=dim_map,
+        align_clocks=not no_align_clocks,
+        window=window,
+        critical_path=critical_path,
+        memory_points=memory_points,
+    )
 
 
 def compact_arrow_pool() -> None:

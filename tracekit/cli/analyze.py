@@ -38,23 +38,44 @@ def _cached_summary(paths, analysis) -> dict:
     if analysis_cache.key(paths, options, analysis.get("comm_rules")) == wanted:  # unchanged during the load
         analysis_cache.store(where, wanted, summary)  # best effort, as the Parquet cache: unwritable is no error
     if broken is not None:
-        summary = {**summary, "warnings": [*summary.get("warnings", []), f"ignored the analysis cache entry "
-                                           f"{where} ({broken}); analysed the traces again"]}
+        summary = {
+            **summary,
+            "warnings": [
+                *summary.get("warnings", []),
+                f"ignored the analysis cache entry {where} ({broken}); analysed the traces again",
+            ],
+        }
     return summary
 
 
 @click.command()
 @click.argument("path", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
-              help="table (terminal), json (the tracekit.summary/1 document) or markdown (for issues and CI job "
-                   "summaries).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown"]),
+    default="table",
+    help="table (terminal), json (the tracekit.summary/1 document) or markdown (for issues and CI job summaries).",
+)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output to FILE.")
-@click.option("--timeline-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the tracekit.timeline/1 JSON (one representative step per rank) for `report --timeline`.")
-@click.option("--collectives-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write every collective instance to FILE.parquet (the summary keeps the most exposed only).")
-@click.option("--width", type=click.IntRange(min=40), default=None,
-              help="Table width in columns (default: the terminal's; else $COLUMNS; else 160).")
+@click.option(
+    "--timeline-out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the tracekit.timeline/1 JSON (one representative step per rank) for `report --timeline`.",
+)
+@click.option(
+    "--collectives-out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write every collective instance to FILE.parquet (the summary keeps the most exposed only).",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(min=40),
+    default=None,
+    help="Table width in columns (default: the terminal's; else $COLUMNS; else 160).",
+)
 @click.option("--wide", is_flag=True, help="Show every column (the default view leaves the rarely needed ones out).")
 @click.option("--full-names", is_flag=True, help="Whole kernel signatures instead of short names.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the top-N tables.")

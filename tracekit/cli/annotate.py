@@ -62,9 +62,16 @@ def merged(paths, out, analysis) -> None:
     offsets, limits, traces = _offsets(result), _limits(analysis), result.traces
     ref = traces.ranks[0]
     base = traces.info(ref).base_time_ns - offsets.get(ref, 0)
-    ranks = [MergeRank(r, partial(_read, traces.info(r).source, limits),
-                       traces.info(r).base_time_ns - offsets.get(r, 0) - base, offsets.get(r, 0), traces.info(r).source)
-             for r in traces.ranks]
+    ranks = [
+        MergeRank(
+            r,
+            partial(_read, traces.info(r).source, limits),
+            traces.info(r).base_time_ns - offsets.get(r, 0) - base,
+            offsets.get(r, 0),
+            traces.info(r).source,
+        )
+        for r in traces.ranks
+    ]
     if any(not m.source for m in ranks):
         raise ConfigError("annotate: a rank of the traces has no source file to merge; pass the trace files")
     tracks = critical_track(result.critical.steps, -base)
@@ -72,16 +79,25 @@ def merged(paths, out, analysis) -> None:
     for note in done.notes:
         click.echo(printable(f"tracekit: note: {note}"), err=True)
     n = len(tracks["critical path"])
-    click.echo(printable(f"wrote {done.path} ({len(ranks)} ranks on rank {ref}'s clock, critical path of "
-                         f"{len(result.critical.steps)} steps in {n} segments)"), err=True)
+    click.echo(
+        printable(
+            f"wrote {done.path} ({len(ranks)} ranks on rank {ref}'s clock, critical path of "
+            f"{len(result.critical.steps)} steps in {n} segments)"
+        ),
+        err=True,
+    )
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="OUT.json.gz (or .json)")
 @click.option("--rank", type=int, default=None, help="The rank the trace belongs to, if it cannot be read from it.")
-@click.option("--tracks", "tracks_path", type=click.Path(exists=True, dir_okay=False),
-              help='JSON {"track name": [[start_us, end_us], ...]} in the trace\'s own time base, instead of analysing.')
+@click.option(
+    "--tracks",
+    "tracks_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSON {"track name": [[start_us, end_us], ...]} in the trace\'s own time base, instead of analysing.',
+)
 @analysis_options
 def annotate(paths, out, rank, tracks_path, **analysis) -> None:
     """Add exposed/hidden/per-dimension communication tracks (and with --critical-path the critical path) to one
@@ -101,8 +117,11 @@ def annotate(paths, out, rank, tracks_path, **analysis) -> None:
         tracks, table_pids = tracks_from_analysis(analysis_from_traces([trace], **analysis), rank)
     source = _read(trace, _limits(analysis))
     if source.truncated:
-        click.echo("tracekit: note: the annotated copy holds the complete events before the cut, closed with ']}', "
-                   "then tracekit's tracks", err=True)
+        click.echo(
+            "tracekit: note: the annotated copy holds the complete events before the cut, closed with ']}', "
+            "then tracekit's tracks",
+            err=True,
+        )
     pids = source.pids if source.pids is not None else table_pids
     written = write(TraceAnnotation(source.members, tracks, pids), "perfetto", out).path
     n = sum(len(v) for v in tracks.values())

@@ -24,8 +24,9 @@ def baseline(path, output, window, executor, **load_kw):
     summary = gate.load_summary(path, window, build_load_options(**load_kw), executor)
     if not summary.has_data:
         why = "; ".join(summary.partial_reasons()[:2]) or "no events"
-        raise EmptyWindowError(f"baseline: {path} has no complete step ({why}); a baseline of no data would "
-                               "hold nothing; record a complete run")
+        raise EmptyWindowError(
+            f"baseline: {path} has no complete step ({why}); a baseline of no data would hold nothing; record a complete run"
+        )
     gate.write_summary(summary, output)
     ident = ", ".join(f"{k} {v}" for k, v in summary.identity().items() if v not in (None, {}))
     # the identity comes from run.json (workload names are untrusted text), the path from the user: both escaped

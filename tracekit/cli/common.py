@@ -12,27 +12,38 @@ if TYPE_CHECKING:
 
 def load_options(f):
     """--comm-pattern, --comm-rules, --no-cache, --cache-dir, --executor, --max-trace-bytes, --max-string-bytes."""
-    f = click.option("--max-string-bytes", type=click.IntRange(min=1), default=None,
-                     help="Refuse traces holding a single string (event name, ...) longer than this (default 1 MiB); "
-                          "also bounds runs of whitespace (about this long) and of bytes without a '\"' (4x, at least "
-                          "16 MiB), refused as the bytes stream.")(f)
-    f = click.option("--max-trace-bytes", type=click.IntRange(min=1), default=None,
-                     help="Refuse traces that inflate past this many bytes (default 8 GiB), and .gz traces that inflate "
-                          "more than 200x past 16 MiB (TRACEKIT_MAX_GZIP_RATIO).")(f)
-    f = click.option("--executor", default=None,
-                     help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
+    f = click.option(
+        "--max-string-bytes",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Refuse traces holding a single string (event name, ...) longer than this (default 1 MiB); "
+        "also bounds runs of whitespace (about this long) and of bytes without a '\"' (4x, at least "
+        "16 MiB), refused as the bytes stream.",
+    )(f)
+    f = click.option(
+        "--max-trace-bytes",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Refuse traces that inflate past this many bytes (default 8 GiB), and .gz traces that inflate "
+        "more than 200x past 16 MiB (TRACEKIT_MAX_GZIP_RATIO).",
+    )(f)
+    f = click.option("--executor", default=None, help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
     f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
-    f = click.option("--no-cache", is_flag=True,
-                     help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(f)
-    f = click.option("--comm-rules", type=click.Path(dir_okay=False), default=None,
-                     help="TOML file of extra [[comm]] classification rules.")(f)
-    f = click.option("--comm-pattern", multiple=True, metavar="REGEX",
-                     help="Extra kernel-name regex that marks communication (repeatable).")(f)
+    f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(
+        f
+    )
+    f = click.option(
+        "--comm-rules", type=click.Path(dir_okay=False), default=None, help="TOML file of extra [[comm]] classification rules."
+    )(f)
+    f = click.option(
+        "--comm-pattern", multiple=True, metavar="REGEX", help="Extra kernel-name regex that marks communication (repeatable)."
+    )(f)
     return f
 
 
-def build_load_options(comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None,
-                       max_string_bytes=None, **_ignored) -> LoadOptions:
+def build_load_options(
+    comm_pattern=(), comm_rules=None, no_cache=False, cache_dir=None, max_trace_bytes=None, max_string_bytes=None, **_ignored
+) -> LoadOptions:
     from ..loader.classify import RuleSet, load_rules_toml
     from ..loader.loading import LoadOptions
 

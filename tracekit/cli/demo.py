@@ -36,11 +36,14 @@ def demo(out_dir, workload, tp, cp, steps, overlap, verbose):
         os.environ["TRACEKIT_VERBOSE"] = "1"  # read by the spawned ranks (collectors/quiet.py)
     out = Path(out_dir)
     traces = out / "traces"
-    cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, seq=128, hidden=128, heads=8, layers=2, batch=2,
-                         overlap=overlap, steps=steps)
+    cfg = WorkloadConfig(
+        workload=workload, tp=tp, cp=cp, seq=128, hidden=128, heads=8, layers=2, batch=2, overlap=overlap, steps=steps
+    )
     lay = cfg.validate()
-    click.echo(f"tracekit demo: {workload} on {lay.world_size} CPU processes (gloo), tp{lay.tp} cp{lay.cp}, "
-               f"{'overlap' if overlap else 'no overlap'}, {steps} profiled steps")
+    click.echo(
+        f"tracekit demo: {workload} on {lay.world_size} CPU processes (gloo), tp{lay.tp} cp{lay.cp}, "
+        f"{'overlap' if overlap else 'no overlap'}, {steps} profiled steps"
+    )
     with progress(f"running {lay.world_size} ranks"):
         result = run_workload(cfg, traces)
     click.echo(f"traces: {len(result.trace_paths)} rank traces and run.json in {traces}")

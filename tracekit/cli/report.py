@@ -17,17 +17,40 @@ from .common import input_files
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
-              help="Output file; its suffix picks the format unless --format is given.")
+@click.option(
+    "-o",
+    "--out",
+    default="report.html",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Output file; its suffix picks the format unless --format is given.",
+)
 @click.option("--format", "fmt", type=click.Choice(["html", "json"]), default=None)
-@click.option("--summary", "summary_path", type=click.Path(exists=True, dir_okay=False),
-              help="Render an existing tracekit.summary/1 JSON instead of analysing traces.")
-@click.option("--timeline", "timeline_path", type=click.Path(exists=True, dir_okay=False),
-              help="A tracekit.timeline/1 JSON for the timeline section (default: from the analysis).")
-@click.option("--verdict", "verdict_path", type=click.Path(exists=True, dir_okay=False),
-              help="The CI gate's JSON verdict, shown at the top of the report.")
-@click.option("--max-timeline-events", default=DEFAULT_MAX_EVENTS, show_default=True, type=int,
-              help="Above this many timeline intervals, merge short gaps so the page stays small.")
+@click.option(
+    "--summary",
+    "summary_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Render an existing tracekit.summary/1 JSON instead of analysing traces.",
+)
+@click.option(
+    "--timeline",
+    "timeline_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A tracekit.timeline/1 JSON for the timeline section (default: from the analysis).",
+)
+@click.option(
+    "--verdict",
+    "verdict_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The CI gate's JSON verdict, shown at the top of the report.",
+)
+@click.option(
+    "--max-timeline-events",
+    default=DEFAULT_MAX_EVENTS,
+    show_default=True,
+    type=int,
+    help="Above this many timeline intervals, merge short gaps so the page stays small.",
+)
 @analysis_options
 def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events, **analysis) -> None:
     """Write a report of the traces (files or directories) in PATHS."""
@@ -47,8 +70,9 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     verdict = read_verdict(verdict_path) if verdict_path else None
     reporter = get_reporter(fmt, out)
     check_summary(summary)  # a report file holds a tracekit.summary/1, whichever the format
-    done = reporter.render(summary, out, timeline=timeline, verdict=verdict, max_timeline_events=max_timeline_events,
-                           sort_keys=True, allow_nan=False)
+    done = reporter.render(
+        summary, out, timeline=timeline, verdict=verdict, max_timeline_events=max_timeline_events, sort_keys=True, allow_nan=False
+    )
     for note in done.notes:
         click.echo(f"tracekit: note: {printable(note)}", err=True)
     click.echo(f"wrote {done.path} ({units.mib(done.size_bytes)})", err=True)

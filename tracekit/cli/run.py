@@ -22,42 +22,97 @@ def _workloads_epilog() -> str:
 
 
 @click.command(epilog=_workloads_epilog())
-@click.option("--workload", default="tp-sp", show_default=True,
-              help="A workload listed below, or a combination joined by '+' (tp-sp+cp-ring).")
+@click.option(
+    "--workload",
+    default="tp-sp",
+    show_default=True,
+    help="A workload listed below, or a combination joined by '+' (tp-sp+cp-ring).",
+)
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default 2 if the workload names tp).")
 @click.option("--cp", type=int, default=None, help="Context-parallel degree, for cp-ring and ulysses.")
 @click.option("--dp", type=int, default=None, help="Data-parallel degree.")
-@click.option("--pp", type=int, default=None,
-              help="pp: pipeline stages over the layers, 1F1B over --microbatches, activations sent stage to stage.")
-@click.option("--microbatches", type=int, default=None,
-              help="Microbatches per step, for pp (default: the most, up to 4, that divide the batch per dp rank).")
-@click.option("--ep", type=int, default=None,
-              help="Expert-parallel degree, for ep (default 2; carved out of dp x cp, dp grows to hold it).")
+@click.option(
+    "--pp",
+    type=int,
+    default=None,
+    help="pp: pipeline stages over the layers, 1F1B over --microbatches, activations sent stage to stage.",
+)
+@click.option(
+    "--microbatches",
+    type=int,
+    default=None,
+    help="Microbatches per step, for pp (default: the most, up to 4, that divide the batch per dp rank).",
+)
+@click.option(
+    "--ep", type=int, default=None, help="Expert-parallel degree, for ep (default 2; carved out of dp x cp, dp grows to hold it)."
+)
 @click.option("--experts", type=int, default=4, show_default=True, help="Experts per MoE layer, for ep.")
 @click.option("--top-k", type=int, default=2, show_default=True, help="Experts per token, for ep.")
-@click.option("--capacity-factor", type=float, default=1.25, show_default=True,
-              help="For ep: an expert takes at most ceil(factor x tokens x top-k / experts) of a rank's tokens.")
+@click.option(
+    "--capacity-factor",
+    type=float,
+    default=1.25,
+    show_default=True,
+    help="For ep: an expert takes at most ceil(factor x tokens x top-k / experts) of a rank's tokens.",
+)
 @click.option("--layers", type=int, default=2, show_default=True)
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
 @click.option("--batch", type=int, default=2, show_default=True)
 @click.option("--dtype", type=click.Choice(sorted(WORKLOAD_TORCH_NAMES)), default="fp32", show_default=True)
-@click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help="Chunked/async collectives scheduled under independent compute.")
+@click.option(
+    "--overlap/--no-overlap",
+    default=False,
+    show_default=True,
+    help="Chunked/async collectives scheduled under independent compute.",
+)
 @click.option("--steps", type=int, default=3, show_default=True, help="Profiled steps.")
-@click.option("--activation-memory", is_flag=True,
-              help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
-                   "with the Korthikanti et al. model in the summary.")
-@click.option("--profile-memory", is_flag=True,
-              help="Record every allocation and free ([memory] events): the summary's memory timeline per device.")
-@click.option("--delay", metavar="RANK:MS", default=None,
-              help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
-                   "collectives: a straggler with a known cause.")
+@click.option(
+    "--activation-memory",
+    is_flag=True,
+    help="Record the bytes each layer saves for backward (activation_r{rank}.json) and compare them "
+    "with the Korthikanti et al. model in the summary.",
+)
+@click.option(
+    "--profile-memory",
+    is_flag=True,
+    help="Record every allocation and free ([memory] events): the summary's memory timeline per device.",
+)
+@click.option(
+    "--delay",
+    metavar="RANK:MS",
+    default=None,
+    help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
+    "collectives: a straggler with a known cause.",
+)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
-def run(workload, tp, cp, dp, pp, microbatches, ep, experts, top_k, capacity_factor, layers, seq, hidden, heads, batch,
-        dtype, overlap, steps, activation_memory, out_dir, delay=None, profile_memory=False, verbose=False):
+def run(
+    workload,
+    tp,
+    cp,
+    dp,
+    pp,
+    microbatches,
+    ep,
+    experts,
+    top_k,
+    capacity_factor,
+    layers,
+    seq,
+    hidden,
+    heads,
+    batch,
+    dtype,
+    overlap,
+    steps,
+    activation_memory,
+    out_dir,
+    delay=None,
+    profile_memory=False,
+    verbose=False,
+):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
 
@@ -70,20 +125,40 @@ def run(workload, tp, cp, dp, pp, microbatches, ep, experts, top_k, capacity_fac
     if verbose:
         os.environ["TRACEKIT_VERBOSE"] = "1"  # read by the spawned ranks (collectors/quiet.py)
 
-    cfg = WorkloadConfig(workload=workload, tp=tp, cp=cp, dp=dp, layers=layers, seq=seq, hidden=hidden,
-                         heads=heads, batch=batch, dtype=dtype, overlap=overlap, steps=steps,
-                         activation_memory=activation_memory, pp=pp, microbatches=microbatches or 1,
-                         profile_memory=profile_memory, ep=ep, experts=experts, top_k=top_k,
-                         capacity_factor=capacity_factor, delay=delay)
+    cfg = WorkloadConfig(
+        workload=workload,
+        tp=tp,
+        cp=cp,
+        dp=dp,
+        layers=layers,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        batch=batch,
+        dtype=dtype,
+        overlap=overlap,
+        steps=steps,
+        activation_memory=activation_memory,
+        pp=pp,
+        microbatches=microbatches or 1,
+        profile_memory=profile_memory,
+        ep=ep,
+        experts=experts,
+        top_k=top_k,
+        capacity_factor=capacity_factor,
+        delay=delay,
+    )
     if microbatches is None:
         per_dp = max(batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
         microbatches = cfg.microbatches
     check_env()  # TRACEKIT_COLLECTIVE_TIMEOUT_S, read when the runner was imported just now
     lay = cfg.validate()
-    click.echo(f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
-               f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
-               f"{f' ep{lay.ep}' if lay.ep > 1 else ''}{', overlap' if overlap else ''})")
+    click.echo(
+        f"tracekit run: {workload} on {lay.world_size} processes (tp{lay.tp} cp{lay.cp} dp{lay.dp}"
+        f"{f' pp{lay.pp} x {microbatches} microbatches' if lay.pp > 1 else ''}"
+        f"{f' ep{lay.ep}' if lay.ep > 1 else ''}{', overlap' if overlap else ''})"
+    )
     with progress(f"running {lay.world_size} ranks"):
         result = run_workload(cfg, out_dir)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun every rank runs this command
@@ -107,8 +182,11 @@ def _wait_for_traces(out_dir: Path, world: int, timeout_s: float = 300.0) -> lis
         time.sleep(0.2)
     missing = [p.name for p in want if not p.exists()]
     if missing:
-        click.echo(f"tracekit run: warning: no trace from {', '.join(missing)} after {timeout_s:.0f} s; "
-                   "summarising the ranks that wrote one", err=True)
+        click.echo(
+            f"tracekit run: warning: no trace from {', '.join(missing)} after {timeout_s:.0f} s; "
+            "summarising the ranks that wrote one",
+            err=True,
+        )
     return [p for p in want if p.exists()]
 
 

@@ -13,9 +13,14 @@ from .common import build_load_options
 
 @click.command()
 @click.argument("path", nargs=-1, required=True)
-@click.option("--set", "specs", multiple=True, metavar="SPEC",
-              help="comm:DIM=F (transfer time of a dimension's collectives x F; 0 is free), kernel:REGEX=F, "
-                   "annotation:NAME=F (host time inside an annotation), rank:R:host=F. Repeatable.")
+@click.option(
+    "--set",
+    "specs",
+    multiple=True,
+    metavar="SPEC",
+    help="comm:DIM=F (transfer time of a dimension's collectives x F; 0 is free), kernel:REGEX=F, "
+    "annotation:NAME=F (host time inside an annotation), rank:R:host=F. Repeatable.",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @analysis_options
 def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critical_path, **load_kw):
@@ -32,8 +37,7 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critica
 
     parsed = [Spec.parse(s) for s in specs]  # a bad spec is a usage error before any trace is read
     ts = load([str(p) for p in path], options=build_load_options(**load_kw), executor=executor)
-    comm = CommAnalyzer().run(ts, CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks,
-                                              window=window))
+    comm = CommAnalyzer().run(ts, CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks, window=window))
     graph = build_graph(ts, window, comm)
     result = run_whatif(ts, parsed, graph=graph)
     paths = critical_paths(ts, graph=graph)
@@ -49,8 +53,7 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critica
 
 
 def _summary(paths) -> dict:
-    return {"verdict": paths.verdict,
-            "steps": [{k: v for k, v in s.to_dict().items() if k != "segments"} for s in paths.steps]}
+    return {"verdict": paths.verdict, "steps": [{k: v for k, v in s.to_dict().items() if k != "segments"} for s in paths.steps]}
 
 
 def _table(result, paths, after) -> str:
@@ -62,8 +65,7 @@ def _table(result, paths, after) -> str:
     spec = ", ".join(result.specs) or "no change (identity replay)"
     lines = [f"what if: {spec}", f"{'step':>6}  {'measured':>12}  {'predicted':>12}  {'ratio':>6}"]
     for s in result.steps:
-        lines.append(f"{s.step:>6}  {fmt_us(s.measured_ns / 1e3):>12}  {fmt_us(s.predicted_ns / 1e3):>12}  "
-                     f"{s.ratio:>6.3f}")
+        lines.append(f"{s.step:>6}  {fmt_us(s.measured_ns / 1e3):>12}  {fmt_us(s.predicted_ns / 1e3):>12}  {s.ratio:>6.3f}")
     lines.append(f"replay error of the unchanged graph: {100 * result.replay_error:.3f} %")
     lines.append(f"critical path: {paths.verdict}")
     if after is not None:

@@ -57,8 +57,15 @@ def _layer_roots(model: torch.nn.Module, layers) -> dict[int, tuple[int, str]]:
 class ActivationMemoryRecorder:
     """Context manager that records saved-tensor bytes per module/layer and the peak memory per step."""
 
-    def __init__(self, model: torch.nn.Module, layers: Iterable | Mapping | str | None = None, *,
-                 rank: int | None = None, peak: str = "auto", keep_tensors: bool = True) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        layers: Iterable | Mapping | str | None = None,
+        *,
+        rank: int | None = None,
+        peak: str = "auto",
+        keep_tensors: bool = True,
+    ) -> None:
         if peak not in PEAK_MODES:
             raise ConfigError(f"activation_memory: peak={peak!r} is not one of {', '.join(PEAK_MODES)}")
         self.model, self.rank, self.keep_tensors = model, rank, keep_tensors
@@ -126,8 +133,13 @@ class ActivationMemoryRecorder:
         except Exception as err:
             if not self._failed:
                 self._failed = True
-                log.warning("tracekit: rank %s: activation memory could not count a saved tensor (%s: %s); "
-                            "the figures of this step undercount", self.rank, type(err).__name__, err)
+                log.warning(
+                    "tracekit: rank %s: activation memory could not count a saved tensor (%s: %s); "
+                    "the figures of this step undercount",
+                    self.rank,
+                    type(err).__name__,
+                    err,
+                )
         return tensor
 
     def _count(self, tensor: torch.Tensor) -> None:
@@ -141,10 +153,17 @@ class ActivationMemoryRecorder:
         counted = self._union.add(key, start, end, ref)
         module = self._stack[-1] if self._stack else self.model
         layer = next((self._roots[id(m)][0] for m in reversed(self._stack) if id(m) in self._roots), None)
-        self._records.append(SavedTensorRecord(
-            module=self._names.get(id(module), type(module).__name__), layer=layer, shape=tuple(tensor.shape),
-            dtype=str(tensor.dtype).removeprefix("torch."), nbytes=tensor.numel() * tensor.element_size(),
-            counted_bytes=counted, produced_by=tensor.grad_fn.name() if tensor.grad_fn is not None else ""))
+        self._records.append(
+            SavedTensorRecord(
+                module=self._names.get(id(module), type(module).__name__),
+                layer=layer,
+                shape=tuple(tensor.shape),
+                dtype=str(tensor.dtype).removeprefix("torch."),
+                nbytes=tensor.numel() * tensor.element_size(),
+                counted_bytes=counted,
+                produced_by=tensor.grad_fn.name() if tensor.grad_fn is not None else "",
+            )
+        )
 
     # -- steps and peaks -----------------------------------------------------------------------------------
     def _start_step(self) -> None:

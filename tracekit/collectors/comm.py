@@ -84,18 +84,35 @@ def _nbytes(t) -> int:
     return t.numel() * t.element_size()
 
 
-def make_annotation(op: str, inp, out, group, *, src: int = -1, dst: int = -1,
-                    in_split: Sequence[int] | None = None, out_split: Sequence[int] | None = None) -> CommAnnotation:
+def make_annotation(
+    op: str,
+    inp,
+    out,
+    group,
+    *,
+    src: int = -1,
+    dst: int = -1,
+    in_split: Sequence[int] | None = None,
+    out_split: Sequence[int] | None = None,
+) -> CommAnnotation:
     """The annotation of one new collective instance on ``group`` (takes the group's next sequence number)."""
     name = group_name(group)
     ref = inp if inp is not None else out
     if isinstance(ref, (list, tuple)):
         ref = ref[0]
     return CommAnnotation(
-        op=op, pg_name=name, pg_desc=group_desc(group), ranks=",".join(map(str, group_ranks(group))),
+        op=op,
+        pg_name=name,
+        pg_desc=group_desc(group),
+        ranks=",".join(map(str, group_ranks(group))),
         dtype=str(ref.dtype).removeprefix("torch.") if ref is not None else "",
-        in_nelems=_nelems(inp), out_nelems=_nelems(out), in_bytes=_nbytes(inp), out_bytes=_nbytes(out),
-        seq=next_seq(name), src_rank=src, dst_rank=dst,
+        in_nelems=_nelems(inp),
+        out_nelems=_nelems(out),
+        in_bytes=_nbytes(inp),
+        out_bytes=_nbytes(out),
+        seq=next_seq(name),
+        src_rank=src,
+        dst_rank=dst,
         in_split=",".join(map(str, in_split)) if in_split is not None else "",
         out_split=",".join(map(str, out_split)) if out_split is not None else "",
     )
@@ -149,32 +166,49 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 
 def all_reduce(t: torch.Tensor, group, async_op: bool = False) -> Work:
-    return _run("all_reduce", t, t, group, async_op,
-                lambda: dist.all_reduce(t, group=group, async_op=True))
+    return _run("all_reduce", t, t, group, async_op, lambda: dist.all_reduce(t, group=group, async_op=True))
 
 
 def all_gather(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = False) -> Work:
     """All-gather along dim 0 into ``out`` (``world`` times ``inp`` stacked)."""
-    return _run("all_gather", inp, out, group, async_op,
-                lambda: _all_gather(out, inp.contiguous(), group=group, async_op=True))
+    return _run("all_gather", inp, out, group, async_op, lambda: _all_gather(out, inp.contiguous(), group=group, async_op=True))
 
 
 def reduce_scatter(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = False) -> Work:
     """Reduce-scatter (sum) of ``inp`` along dim 0 into ``out``."""
-    return _run("reduce_scatter", inp, out, group, async_op,
-                lambda: _reduce_scatter(out, inp.contiguous(), group=group, async_op=True))
+    return _run(
+        "reduce_scatter", inp, out, group, async_op, lambda: _reduce_scatter(out, inp.contiguous(), group=group, async_op=True)
+    )
 
 
-def all_to_all(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = False,
-               out_split: Sequence[int] | None = None, in_split: Sequence[int] | None = None) -> Work:
+def all_to_all(
+    out: torch.Tensor,
+    inp: torch.Tensor,
+    group,
+    async_op: bool = False,
+    out_split: Sequence[int] | None = None,
+    in_split: Sequence[int] | None = None,
+) -> Work:
     """``all_to_all_single`` along dim 0, with optional split sizes (rows per peer)."""
     kwargs = {}
     if in_split is not None or out_split is not None:
         kwargs = {"in_split": in_split, "out_split": out_split}
-    return _run("all_to_all", inp, out, group, async_op,
-                lambda: dist.all_to_all_single(out, inp.contiguous(), list(out_split) if out_split else None,
-                                               list(in_split) if in_split else None, group=group,
-                                               async_op=True), **kwargs)
+    return _run(
+        "all_to_all",
+        inp,
+        out,
+        group,
+        async_op,
+        lambda: dist.all_to_all_single(
+            out,
+            inp.contiguous(),
+            list(out_split) if out_split else None,
+            list(in_split) if in_split else None,
+            group=group,
+            async_op=True,
+        ),
+        **kwargs,
+    )
 
 
 def ring_shift(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = False, reverse: bool = False) -> Work:
@@ -188,7 +222,15 @@ def ring_shift(out: torch.Tensor, inp: torch.Tensor, group, async_op: bool = Fal
     in_split = [rows if r == dst else 0 for r in range(size)]
     out_split = [rows if r == src else 0 for r in range(size)]
     ranks = dist.get_process_group_ranks(group)
-    return _run("send_recv", inp, out, group, async_op,
-                lambda: dist.all_to_all_single(out, inp.contiguous(), out_split, in_split, group=group,
-                                               async_op=True),
-                src=ranks[src], dst=ranks[dst], in_split=in_split, out_split=out_split)
+    return _run(
+        "send_recv",
+        inp,
+        out,
+        group,
+        async_op,
+        lambda: dist.all_to_all_single(out, inp.contiguous(), out_split, in_split, group=group, async_op=True),
+        src=ranks[src],
+        dst=ranks[dst],
+        in_split=in_split,
+        out_split=out_split,
+    )

@@ -80,14 +80,23 @@ class Groups:
 def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
     """Create every group of ``layout`` (collective: all ranks call it) and return this rank's."""
     if layout.pp > 1:
-        raise ConfigError(f"layout pp{layout.pp}: the collectors build tp, cp, dp and ep groups only; "
-                          "create pipeline groups yourself and pass them to profile(groups=...)")
+        raise ConfigError(
+            f"layout pp{layout.pp}: the collectors build tp, cp, dp and ep groups only; "
+            "create pipeline groups yourself and pass them to profile(groups=...)"
+        )
     if dist.get_world_size() != layout.world_size:
-        raise ConfigError(f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} needs {layout.world_size} "
-                          f"processes, the world has {dist.get_world_size()}; change --tp/--cp/--dp")
+        raise ConfigError(
+            f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} needs {layout.world_size} "
+            f"processes, the world has {dist.get_world_size()}; change --tp/--cp/--dp"
+        )
     me, groups = dist.get_rank(), Groups(layout)
-    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp * layout.cp, "ep": layout.ep,
-             "edp": layout.dp * layout.cp // layout.ep if layout.ep > 1 else 1}
+    sizes = {
+        "tp": layout.tp,
+        "cp": layout.cp,
+        "dp": layout.dp * layout.cp,
+        "ep": layout.ep,
+        "edp": layout.dp * layout.cp // layout.ep if layout.ep > 1 else 1,
+    }
     for axis in (*AXES, *EXPERT_AXES):
         if sizes[axis] == 1:
             continue
@@ -96,9 +105,15 @@ def build_groups(layout: ParallelLayout, warm_up: bool = True) -> Groups:
             group = dist.new_group(ranks, group_desc=f"tracekit:{dim}")
             if me in ranks:
                 setattr(groups, axis, group)
-            groups.created.append({"name": comm.group_name(group) if me in ranks else "",
-                                   "desc": f"tracekit:{dim}", "ranks": ranks, "size": len(ranks),
-                                   "dimension": dim})
+            groups.created.append(
+                {
+                    "name": comm.group_name(group) if me in ranks else "",
+                    "desc": f"tracekit:{dim}",
+                    "ranks": ranks,
+                    "size": len(ranks),
+                    "dimension": dim,
+                }
+            )
     _share_names(groups.created)
     if warm_up:
         warm_up_groups(groups)

@@ -38,6 +38,7 @@ def versions() -> dict:
     except Exception:
         nccl = ""
     from .._version import __version__
+
     return {"torch": torch.__version__, "nccl": nccl, "tracekit": __version__, "python": platform.python_version()}
 
 
@@ -50,13 +51,18 @@ def discovered_groups() -> list[dict]:
         desc = comm.group_desc(pg)
         dim = desc.removeprefix("tracekit:") if desc.startswith("tracekit:") else ""
         ranks = sorted(members)
-        out.append({"name": comm.group_name(pg), "desc": desc, "ranks": ranks, "size": len(ranks),
-                    "dimension": dim})
+        out.append({"name": comm.group_name(pg), "desc": desc, "ranks": ranks, "size": len(ranks), "dimension": dim})
     return out
 
 
-def build(*, layout=None, groups: list[dict] | None = None, model: Mapping | None = None,
-          profiled_ranks=None, schedule: Mapping | None = None) -> dict:
+def build(
+    *,
+    layout=None,
+    groups: list[dict] | None = None,
+    model: Mapping | None = None,
+    profiled_ranks=None,
+    schedule: Mapping | None = None,
+) -> dict:
     """The manifest of this run. ``layout``: a :class:`~tracekit.model.layout.ParallelLayout` (its manifest
     form is written), a mapping such as ``{"tp": 2, "dp": 2}``, or None; ``groups``: process-group dicts
     (default: those this rank can see)."""
@@ -73,11 +79,19 @@ def build(*, layout=None, groups: list[dict] | None = None, model: Mapping | Non
                 group_dims[g["desc"]] = g["dimension"]
     now = time.time_ns()
     return {
-        "schema": SCHEMA, "world_size": world, "backend": dist.get_backend() if initialized else "",
-        "layout": layout_dict, "process_groups": [dict(g) for g in groups], "group_dimensions": group_dims,
-        "model": dict(model or {}), "versions": versions(), "command_line": list(sys.argv),
+        "schema": SCHEMA,
+        "world_size": world,
+        "backend": dist.get_backend() if initialized else "",
+        "layout": layout_dict,
+        "process_groups": [dict(g) for g in groups],
+        "group_dimensions": group_dims,
+        "model": dict(model or {}),
+        "versions": versions(),
+        "command_line": list(sys.argv),
         "start_time": datetime.fromtimestamp(now / 1e9, timezone.utc).isoformat().replace("+00:00", "Z"),
-        "start_time_ns": now, "hostname": platform.node(), "pid": os.getpid(),
+        "start_time_ns": now,
+        "hostname": platform.node(),
+        "pid": os.getpid(),
         "profiled_ranks": sorted(profiled_ranks) if profiled_ranks is not None else list(range(world)),
         "schedule": dict(schedule or {}),
     }

@@ -14,5 +14,6 @@ def require_torch(what: str) -> None:
     try:
         import torch  # noqa: F401
     except ImportError as exc:
-        raise MissingDependencyError(f"{what} records a run with PyTorch, which is not installed here ({exc}); "
-                                     f"{INSTALL_HINT}") from None
+        raise MissingDependencyError(
+            f"{what} records a run with PyTorch, which is not installed here ({exc}); {INSTALL_HINT}"
+        ) from None

@@ -80,11 +80,26 @@ def _rank_world() -> tuple[int, int]:
 class profile:
     """Context manager; call ``.step()`` once per training step. See the module docstring."""
 
-    def __init__(self, out_dir, *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
-                 record_shapes: bool = True, profile_memory: bool = False, with_stack: bool = False,
-                 ranks=None, layout=None, activation_memory: bool = False,
-                 model: torch.nn.Module | Mapping | None = None, layers=None, model_dims: Mapping | None = None,
-                 groups: list[dict] | None = None, workload: str | None = None):
+    def __init__(
+        self,
+        out_dir,
+        *,
+        wait: int = 1,
+        warmup: int = 1,
+        active: int = 3,
+        repeat: int = 1,
+        record_shapes: bool = True,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        ranks=None,
+        layout=None,
+        activation_memory: bool = False,
+        model: torch.nn.Module | Mapping | None = None,
+        layers=None,
+        model_dims: Mapping | None = None,
+        groups: list[dict] | None = None,
+        workload: str | None = None,
+    ):
         self.out_dir = Path(out_dir)
         self.rank, self.world_size = _rank_world()
         self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
@@ -129,8 +144,10 @@ class profile:
             return torch.profiler.schedule(**self.schedule_args)
         except (AssertionError, TypeError, ValueError) as err:
             args = ", ".join(f"{k}={v!r}" for k, v in self.schedule_args.items())
-            self._report(f"rank {self.rank}: invalid profiler schedule ({args}): {err or 'rejected by torch.profiler'}; "
-                         "nothing is recorded (wait, warmup, repeat >= 0 and active >= 1)")
+            self._report(
+                f"rank {self.rank}: invalid profiler schedule ({args}): {err or 'rejected by torch.profiler'}; "
+                "nothing is recorded (wait, warmup, repeat >= 0 and active >= 1)"
+            )
             return None
 
     # -- context manager ------------------------------------------------------------------------------------
@@ -141,8 +158,10 @@ class profile:
         except OSError as exc:
             self._report(f"cannot create {self.out_dir} ({exc}); traces will not be written")
         if self.enabled and _profiler_running():
-            self._report(f"rank {self.rank}: another profiler is already running in this process; tracekit records "
-                         "nothing rather than stop it (finish the other profiler first)")
+            self._report(
+                f"rank {self.rank}: another profiler is already running in this process; tracekit records "
+                "nothing rather than stop it (finish the other profiler first)"
+            )
             self.enabled = False
         if self.rank == 0:
             self._write_manifest()
@@ -152,8 +171,9 @@ class profile:
             if torch.cuda.is_available():
                 activities.append(ProfilerActivity.CUDA)
             try:
-                prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
-                                              on_trace_ready=self._export, **self._opts)
+                prof = torch.profiler.profile(
+                    activities=activities, schedule=self._schedule, on_trace_ready=self._export, **self._opts
+                )
                 prof.__enter__()
                 self._prof = prof
                 _ACTIVE.add(id(self))
@@ -178,8 +198,9 @@ class profile:
             try:
                 self._prof.step()
             except Exception as err:
-                self._report(f"rank {self.rank}: the profiler failed at step {self._step} ({err}); profiling "
-                             "stops, training continues")
+                self._report(
+                    f"rank {self.rank}: the profiler failed at step {self._step} ({err}); profiling stops, training continues"
+                )
                 self._stop_quietly()
         # Time inside the profiler's step() (trace start/stop, event collection, export) is counted apart: it is
         # paid once per cycle boundary, not on every recorded step.
@@ -213,8 +234,12 @@ class profile:
         if self.rank == 0:
             self._manifest["profiler_overhead"] = self.overhead.to_dict()
             self._write_manifest(update=True)
-        log.info("tracekit: rank %d profiler overhead %.3f ms/step, export %.1f ms", self.rank,
-                 self.overhead.overhead_per_step_ns / 1e6, self.overhead.export_ns / 1e6)
+        log.info(
+            "tracekit: rank %d profiler overhead %.3f ms/step, export %.1f ms",
+            self.rank,
+            self.overhead.overhead_per_step_ns / 1e6,
+            self.overhead.export_ns / 1e6,
+        )
         return False
 
     # -- internals ------------------------------------------------------------------------------------------
@@ -224,12 +249,13 @@ class profile:
             return
         if not self._step_times:
             what = "the whole block was recorded as one step" if self.trace_paths else "nothing was recorded"
-            self._report(f"rank {self.rank}: step() was never called, {what} (call p.step() at the end of every "
-                         "training step)")
+            self._report(f"rank {self.rank}: step() was never called, {what} (call p.step() at the end of every training step)")
         elif not any(self._schedule(s) in _RECORDED for s, _ in self._step_times):
             first = self.schedule_args["wait"] + self.schedule_args["warmup"]
-            self._report(f"rank {self.rank}: no step was recorded: the schedule records from step {first}, the run "
-                         f"had {len(self._step_times)} steps")
+            self._report(
+                f"rank {self.rank}: no step was recorded: the schedule records from step {first}, the run "
+                f"had {len(self._step_times)} steps"
+            )
 
     def _start_activation(self) -> None:
         if not self.activation_memory:
@@ -286,9 +312,12 @@ class profile:
                     groups = self.layout.created
                 layout = self._checked_layout(getattr(self.layout, "layout", self.layout))
                 self._manifest = manifest_mod.build(
-                    layout=layout, groups=groups, model=self.model_dims,
+                    layout=layout,
+                    groups=groups,
+                    model=self.model_dims,
                     schedule=self.schedule_args if self._schedule is not None else None,
-                    profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size))
+                    profiled_ranks=self.ranks if self.ranks is not None else range(self.world_size),
+                )
                 self._manifest["activation_memory"] = self.activation_memory
                 if self.workload:
                     self._manifest["workload"] = self.workload
@@ -321,8 +350,17 @@ class profile:
         plain_ns = before[1:] or after or before
         mean = lambda xs: int(sum(xs) / len(xs)) if xs else -1
         over = mean(prof_ns) - mean(plain_ns) if prof_ns and plain_ns else -1
-        return ProfileOverhead(self.rank, len(self._step_times), len(plain_ns), len(prof_ns), mean(plain_ns),
-                               mean(prof_ns), over, self._calls_ns, self._export_ns)
+        return ProfileOverhead(
+            self.rank,
+            len(self._step_times),
+            len(plain_ns),
+            len(prof_ns),
+            mean(plain_ns),
+            mean(prof_ns),
+            over,
+            self._calls_ns,
+            self._export_ns,
+        )
 
 
 _RECORDED = frozenset({ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE})

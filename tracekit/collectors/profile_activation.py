@@ -29,8 +29,11 @@ def step_peaks(prof) -> dict[int, int]:
     """{step number: peak bytes above the step's start} for the ``ProfilerStep#N`` windows a finished
     ``torch.profiler.profile(profile_memory=True)`` recorded."""
     events = prof.profiler.kineto_results.events()
-    windows = sorted((int(e.name()[len(PROFILER_STEP):]), e.start_ns(), e.end_ns()) for e in events
-                     if e.name().startswith(PROFILER_STEP) and e.name()[len(PROFILER_STEP):].isdigit())
+    windows = sorted(
+        (int(e.name()[len(PROFILER_STEP) :]), e.start_ns(), e.end_ns())
+        for e in events
+        if e.name().startswith(PROFILER_STEP) and e.name()[len(PROFILER_STEP) :].isdigit()
+    )
     memory = [(e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"]
     peaks = peak_from_memory_events(memory, [(a, b) for _, a, b in windows])
     return {step: peak for (step, _, _), peak in zip(windows, peaks)}
@@ -44,8 +47,9 @@ class ActivationSession:
         self.rank, self.out_dir = rank, Path(out_dir)
         self.cuda = _on_cuda(model)
         self.peaks: dict[int, int] = {}
-        self.recorder = ActivationMemoryRecorder(model, layers, rank=rank, peak="cuda" if self.cuda else "none",
-                                                 keep_tensors=False)
+        self.recorder = ActivationMemoryRecorder(
+            model, layers, rank=rank, peak="cuda" if self.cuda else "none", keep_tensors=False
+        )
         self.path: Path | None = None
 
     @property

@@ -50,7 +50,7 @@ def _pump(read_fd: int, out_fd: int) -> None:
                     os.write(out_fd, buf[:cut])
                     buf, mid = buf[cut:], nl < 0
                     continue
-                line, buf = buf[:nl + 1], buf[nl + 1:]
+                line, buf = buf[: nl + 1], buf[nl + 1 :]
                 if not is_chatter(line):
                     os.write(out_fd, line)
         if buf and not is_chatter(buf):

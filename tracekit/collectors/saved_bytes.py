@@ -22,8 +22,18 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 # grad_fn nodes that only view, cast or transpose: a parameter seen through them is still a parameter
-_PASS_THROUGH = ("ToCopyBackward", "TBackward", "ViewBackward", "TransposeBackward", "PermuteBackward",
-                 "ExpandBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "AliasBackward", "CloneBackward")
+_PASS_THROUGH = (
+    "ToCopyBackward",
+    "TBackward",
+    "ViewBackward",
+    "TransposeBackward",
+    "PermuteBackward",
+    "ExpandBackward",
+    "UnsafeViewBackward",
+    "ReshapeAliasBackward",
+    "AliasBackward",
+    "CloneBackward",
+)
 
 
 def storage_key(tensor: torch.Tensor) -> tuple[str, int]:

@@ -52,14 +52,20 @@ class ActivationDoc(msgspec.Struct, kw_only=True):
 def read_activation(path: str | os.PathLike) -> ActivationMemoryResult:
     """The per-layer part of a saved result (modules and tensors are not needed by the analyzer). Raises a
     one-line :class:`TraceFormatError` naming the file, the field and the fix."""
-    doc = core.read(path, ActivationDoc, error=TraceFormatError, fix=_FIX, max_bytes=MAX_BYTES,
-                    schema=(FAMILY, MAJOR))
+    doc = core.read(path, ActivationDoc, error=TraceFormatError, fix=_FIX, max_bytes=MAX_BYTES, schema=(FAMILY, MAJOR))
     if not core.schema_accepted(doc.schema, FAMILY, MAJOR):
-        raise TraceFormatError(f"{os.fspath(path)}: schema is {core.short_repr(doc.schema)}, expected {SCHEMA!r}; "
-                               f"{_FIX}")
-    steps = tuple(StepActivation(s.step, s.saved_bytes, s.outside_layers_bytes,
-                                 tuple(LayerActivation(x.layer, x.name, x.measured_bytes) for x in s.layers),
-                                 (), (), s.peak_bytes, s.peak_over_start_bytes)
-                  for s in doc.steps)
+        raise TraceFormatError(f"{os.fspath(path)}: schema is {core.short_repr(doc.schema)}, expected {SCHEMA!r}; {_FIX}")
+    steps = tuple(
+        StepActivation(
+            s.step,
+            s.saved_bytes,
+            s.outside_layers_bytes,
+            tuple(LayerActivation(x.layer, x.name, x.measured_bytes) for x in s.layers),
+            (),
+            (),
+            s.peak_bytes,
+            s.peak_over_start_bytes,
+        )
+        for s in doc.steps
+    )
     return ActivationMemoryResult(doc.rank, steps, doc.peak_source)
-

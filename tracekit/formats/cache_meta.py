@@ -48,14 +48,25 @@ class CachedRankInfo(msgspec.Struct, kw_only=True):
     activities_whole: bool = False
 
     def rank_info(self) -> RankInfo:
-        groups = tuple(ProcessGroup(g.name, g.desc, tuple(g.ranks), g.size, g.backend, g.dimension)
-                       for g in self.process_groups)
-        return RankInfo(rank=self.rank, world_size=self.world_size, backend=self.backend, source=self.source,
-                        process_groups=groups, device_type=self.device_type,
-                        device_properties=tuple(self.device_properties), base_time_ns=self.base_time_ns,
-                        trace_id=self.trace_id, nccl_version=self.nccl_version, host_name=self.host_name,
-                        generation=dict(self.generation), warnings=tuple(self.warnings), truncated=self.truncated,
-                        last_complete_ns=self.last_complete_ns, activities_whole=self.activities_whole)
+        groups = tuple(ProcessGroup(g.name, g.desc, tuple(g.ranks), g.size, g.backend, g.dimension) for g in self.process_groups)
+        return RankInfo(
+            rank=self.rank,
+            world_size=self.world_size,
+            backend=self.backend,
+            source=self.source,
+            process_groups=groups,
+            device_type=self.device_type,
+            device_properties=tuple(self.device_properties),
+            base_time_ns=self.base_time_ns,
+            trace_id=self.trace_id,
+            nccl_version=self.nccl_version,
+            host_name=self.host_name,
+            generation=dict(self.generation),
+            warnings=tuple(self.warnings),
+            truncated=self.truncated,
+            last_complete_ns=self.last_complete_ns,
+            activities_whole=self.activities_whole,
+        )
 
 
 class CacheMeta(msgspec.Struct, kw_only=True):

@@ -18,10 +18,24 @@ from dataclasses import dataclass
 COMM_PREFIX = "tracekit:comm|"
 WAIT_PREFIX = "tracekit:wait|"
 
-_INT_KEYS = {"in": "in_nelems", "out": "out_nelems", "inb": "in_bytes", "outb": "out_bytes", "seq": "seq",
-             "src": "src_rank", "dst": "dst_rank"}
-_STR_KEYS = {"op": "op", "pg": "pg_name", "desc": "pg_desc", "ranks": "ranks", "dtype": "dtype",
-             "insplit": "in_split", "outsplit": "out_split"}
+_INT_KEYS = {
+    "in": "in_nelems",
+    "out": "out_nelems",
+    "inb": "in_bytes",
+    "outb": "out_bytes",
+    "seq": "seq",
+    "src": "src_rank",
+    "dst": "dst_rank",
+}
+_STR_KEYS = {
+    "op": "op",
+    "pg": "pg_name",
+    "desc": "pg_desc",
+    "ranks": "ranks",
+    "dtype": "dtype",
+    "insplit": "in_split",
+    "outsplit": "out_split",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +85,9 @@ def parse(name: str) -> CommAnnotation | None:
     """The annotation encoded in ``name``, or None if ``name`` is not a tracekit comm/wait annotation.
     Malformed fields are skipped, never raised: a trace is untrusted input."""
     if name.startswith(COMM_PREFIX):
-        body, is_wait = name[len(COMM_PREFIX):], False
+        body, is_wait = name[len(COMM_PREFIX) :], False
     elif name.startswith(WAIT_PREFIX):
-        body, is_wait = name[len(WAIT_PREFIX):], True
+        body, is_wait = name[len(WAIT_PREFIX) :], True
     else:
         return None
     fields: dict[str, object] = {"is_wait": is_wait}

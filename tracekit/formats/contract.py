@@ -15,8 +15,18 @@ DIFF_SCHEMA = "tracekit.diff/1"
 TIMELINE_CATEGORIES: tuple[str, ...] = ("compute", "hidden", "exposed")
 
 # The figures of one (rank, step) row and of a rank's ``totals``, in the order the summary writes them.
-STEP_KEYS: tuple[str, ...] = ("wall_us", "compute_us", "comm_us", "hidden_comm_us", "exposed_comm_us",
-                              "overlap_ratio", "idle_us", "memcpy_us", "memset_us", "multi_stream_comm_us")
+STEP_KEYS: tuple[str, ...] = (
+    "wall_us",
+    "compute_us",
+    "comm_us",
+    "hidden_comm_us",
+    "exposed_comm_us",
+    "overlap_ratio",
+    "idle_us",
+    "memcpy_us",
+    "memset_us",
+    "multi_stream_comm_us",
+)
 # The step's time split (wall, compute, comm, hidden, exposed, overlap, idle): what the headline pools and the
 # HTML report's rank table shows.
 CORE_STEP_KEYS: tuple[str, ...] = STEP_KEYS[:7]

@@ -48,21 +48,23 @@ def schema_accepted(value: object, family: str, major: int) -> bool:
     """The version policy, in one place: ``family/major`` itself or any minor revision ``family/major.x``."""
     if not isinstance(value, str) or not value.startswith(f"{family}/"):
         return False
-    version = value[len(family) + 1:]
+    version = value[len(family) + 1 :]
     head, _, minor = version.partition(".")
     return head == str(major) and (not _ or minor.isdigit())
 
 
-def decode(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
-           schema: tuple[str, int] | None = None) -> T:
+def decode(
+    data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str, schema: tuple[str, int] | None = None
+) -> T:
     """``data`` as ``type_``; any fault is ``error`` with one line: the source, what is wrong and where (the
     JSON path msgspec reports, e.g. ``$.ranks[0].rank``), and ``fix``. With ``schema=(family, major)``, a
     document whose ``schema`` is not accepted is refused first, under that name."""
     return decode_with_raw(data, type_, source=source, error=error, fix=fix, schema=schema)[0]
 
 
-def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
-                    schema: tuple[str, int] | None = None) -> tuple[T, Any]:
+def decode_with_raw(
+    data: bytes, type_: type[T], *, source: str, error: type[TracekitError], fix: str, schema: tuple[str, int] | None = None
+) -> tuple[T, Any]:
     """As :func:`decode`, and also the document as plain builtins exactly as the file has it (absent keys
     absent), validated by the same Struct: for a reader that must write the document back unchanged."""
     try:
@@ -76,8 +78,9 @@ def decode_with_raw(data: bytes, type_: type[T], *, source: str, error: type[Tra
     return convert(raw, type_, source=source, error=error, fix=fix, schema=schema), raw
 
 
-def convert(raw: Any, type_: type[T], *, source: str, error: type[TracekitError], fix: str,
-            schema: tuple[str, int] | None = None) -> T:
+def convert(
+    raw: Any, type_: type[T], *, source: str, error: type[TracekitError], fix: str, schema: tuple[str, int] | None = None
+) -> T:
     """Builtins already decoded (JSON, or a TOML file's tables) as ``type_``, with :func:`decode`'s one-line
     errors: the source, the JSON path of the field (``$.comm[0].pattern``) and ``fix``."""
     try:
@@ -91,15 +94,28 @@ def convert(raw: Any, type_: type[T], *, source: str, error: type[TracekitError]
         raise error(f"{source}: JSON nested too deeply to read; {fix}") from None
 
 
-def read(path: str | os.PathLike, type_: type[T], *, error: type[TracekitError], fix: str,
-         max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, schema: tuple[str, int] | None = None) -> T:
+def read(
+    path: str | os.PathLike,
+    type_: type[T],
+    *,
+    error: type[TracekitError],
+    fix: str,
+    max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    schema: tuple[str, int] | None = None,
+) -> T:
     """The document in the file at ``path`` (plain or gzip JSON) as ``type_``."""
-    return decode(read_bytes(path, error=error, max_bytes=max_bytes), type_, source=os.fspath(path), error=error,
-                  fix=fix, schema=schema)
+    return decode(
+        read_bytes(path, error=error, max_bytes=max_bytes), type_, source=os.fspath(path), error=error, fix=fix, schema=schema
+    )
 
 
-def read_bytes(path: str | os.PathLike, *, error: type[TracekitError], max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
-               limit_read: int | None = None) -> bytes:
+def read_bytes(
+    path: str | os.PathLike,
+    *,
+    error: type[TracekitError],
+    max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    limit_read: int | None = None,
+) -> bytes:
     """A regular file's bytes, gzip inflated chunk by chunk, refused past ``max_bytes`` (inflated). With
     ``limit_read``: only the first ``limit_read`` inflated bytes (to sniff what a file is), never refused."""
     name = os.fspath(path)
@@ -137,11 +153,15 @@ def _inflate(fh, name: str, error: type[TracekitError], max_bytes: int, limit_re
         if limit_read is not None and len(out) >= limit_read:
             return bytes(out[:limit_read])
         if len(out) > max_bytes:
-            raise error(f"{name}: more than {max_bytes:,} bytes (inflated); not a tracekit document, or raise the "
-                        "limit with TRACEKIT_MAX_DOCUMENT_BYTES")
+            raise error(
+                f"{name}: more than {max_bytes:,} bytes (inflated); not a tracekit document, or raise the "
+                "limit with TRACEKIT_MAX_DOCUMENT_BYTES"
+            )
         if gz and len(out) > _RATIO_FLOOR and len(out) > _MAX_RATIO * consumed:
-            raise error(f"{name}: {consumed:,} gzip'ed bytes inflate past {len(out):,} (more than {_MAX_RATIO:g}x: a "
-                        "gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO if it is genuine")
+            raise error(
+                f"{name}: {consumed:,} gzip'ed bytes inflate past {len(out):,} (more than {_MAX_RATIO:g}x: a "
+                "gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO if it is genuine"
+            )
         if d is not None and d.eof:  # the next bytes, if any, are another gzip member
             data, d = d.unused_data, None
         elif d is not None and d.unconsumed_tail:

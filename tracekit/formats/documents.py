@@ -192,8 +192,9 @@ def read_timeline(path: str | os.PathLike) -> TimelineDoc:
 def timeline_from_builtins(data: Any, source: str = "timeline") -> TimelineDoc:
     """A timeline held as dicts (``Analysis.timeline()``, a summary's ``timeline``, the reporter's ``timeline=``)
     as the Struct a file gives, with the same checks: the report draws one type whichever way it came."""
-    doc = core.convert(data, TimelineDoc, source=source, error=ConfigError, fix=_TIMELINE_FIX,
-                       schema=(TIMELINE_FAMILY, TIMELINE_MAJOR))
+    doc = core.convert(
+        data, TimelineDoc, source=source, error=ConfigError, fix=_TIMELINE_FIX, schema=(TIMELINE_FAMILY, TIMELINE_MAJOR)
+    )
     return _checked_timeline(doc, source)
 
 
@@ -204,10 +205,8 @@ def _checked_timeline(doc: TimelineDoc, source: str) -> TimelineDoc:
         raise ConfigError(f"{source}: schema is {doc.schema!r}, expected {TIMELINE_SCHEMA!r}; {_TIMELINE_FIX}")
     for r in doc.ranks:
         if doc.clock is not UNSET and r.shift_ns is UNSET:
-            raise ConfigError(f"{source}: rank {r.rank}: no shift_ns though the document has a clock (1.1); "
-                              f"{_TIMELINE_FIX}")
+            raise ConfigError(f"{source}: rank {r.rank}: no shift_ns though the document has a clock (1.1); {_TIMELINE_FIX}")
         for iv in r.intervals:
             if not iv[1] >= iv[0]:
-                raise ConfigError(f"{source}: rank {r.rank}: interval {list(iv)!r} ends before it starts; "
-                                  f"{_TIMELINE_FIX}")
+                raise ConfigError(f"{source}: rank {r.rank}: interval {list(iv)!r} ends before it starts; {_TIMELINE_FIX}")
     return doc

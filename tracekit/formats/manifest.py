@@ -74,8 +74,9 @@ def read_manifest(path: str | os.PathLike) -> tuple[dict[str, Any], list[str]]:
     one warning per dropped field. Raises a one-line :class:`TraceFormatError` (exit 3) when the file is not a
     readable JSON object: too large, nested too deeply, not UTF-8, not JSON, NaN or Infinity."""
     source = os.fspath(path)
-    raw = core.decode(core.read_bytes(path, error=TraceFormatError, max_bytes=MAX_BYTES), Any, source=source,
-                      error=TraceFormatError, fix=_FIX)
+    raw = core.decode(
+        core.read_bytes(path, error=TraceFormatError, max_bytes=MAX_BYTES), Any, source=source, error=TraceFormatError, fix=_FIX
+    )
     if core.deeper_than(raw, MAX_DEPTH):
         raise TraceFormatError(f"{source}: unreadable run manifest (nested more than {MAX_DEPTH} levels deep); {_FIX}")
     if not isinstance(raw, dict):
@@ -99,8 +100,10 @@ def clean(raw: dict[str, Any], source: str = NAME) -> tuple[dict[str, Any], list
             msgspec.convert(value, type_)  # checked; kept as written (defaults not filled in, ints not renamed)
             kept[key] = value
         except msgspec.ValidationError as exc:
-            warnings.append(f"{source}: field {key} = {core.short_repr(value)} is not valid ({core.one_line(exc)}); "
-                            "dropped it, kept the rest of the manifest")
+            warnings.append(
+                f"{source}: field {key} = {core.short_repr(value)} is not valid ({core.one_line(exc)}); "
+                "dropped it, kept the rest of the manifest"
+            )
     return kept, warnings
 
 

@@ -75,8 +75,15 @@ def open_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
     try:
         if not special:
             p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-                     | (getattr(os, "O_NONBLOCK", 0) if special else 0), 0o666)
+        fd = os.open(
+            p,
+            os.O_WRONLY
+            | os.O_CREAT
+            | os.O_TRUNC
+            | getattr(os, "O_CLOEXEC", 0)
+            | (getattr(os, "O_NONBLOCK", 0) if special else 0),
+            0o666,
+        )
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise _fail(path, "a FIFO that no process reads", "start its reader first") from None
@@ -90,8 +97,11 @@ def open_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO[Any]]:
     except OSError as exc:
         if not special:
             p.unlink(missing_ok=True)
-        raise _fail(path, exc.strerror or str(exc), "free space or choose another path"
-                    if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose a writable file path") from None
+        raise _fail(
+            path,
+            exc.strerror or str(exc),
+            "free space or choose another path" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose a writable file path",
+        ) from None
     except BaseException:
         if not special:
             p.unlink(missing_ok=True)

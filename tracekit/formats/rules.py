@@ -42,8 +42,7 @@ def rule_entries(doc: dict[str, Any], path: str) -> list[RuleEntry]:
     try:
         entries = msgspec.convert(doc, RuleFile).comm
     except msgspec.ValidationError:
-        raise ConfigError(f"{path}: 'comm' must be an array of tables ([[comm]]), not a {type(doc['comm']).__name__}"
-                          ) from None
+        raise ConfigError(f"{path}: 'comm' must be an array of tables ([[comm]]), not a {type(doc['comm']).__name__}") from None
     if len(entries) > MAX_RULES:
         raise ConfigError(f"{path}: {len(entries)} [[comm]] rules (limit {MAX_RULES})")
     return [_entry(e, f"{path}: [[comm]] entry {i + 1}") for i, e in enumerate(entries)]

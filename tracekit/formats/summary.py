@@ -345,8 +345,7 @@ def decode_summary(data: bytes, source: str = "<summary>") -> SummaryDoc:
     return _checked(doc, source)
 
 
-def summary_from_builtins(data: Any, source: str = "<summary>",
-                          error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
+def summary_from_builtins(data: Any, source: str = "<summary>", error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
     """A summary held as dicts (``Analysis.to_dict()``, a hand-built one) as the Struct a saved summary gives: it
     goes through the one encoder and decoder, so NaN is null and a fresh analysis, a file and a test's dict are
     validated alike and read the same."""
@@ -358,20 +357,21 @@ def summary_from_builtins(data: Any, source: str = "<summary>",
     return _checked(doc, source, error)
 
 
-def read_summary(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,
-                 error: type[TracekitError] = SummaryFormatError) -> SummaryDoc:
+def read_summary(
+    path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES, error: type[TracekitError] = SummaryFormatError
+) -> SummaryDoc:
     """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
     the file as an option: ConfigError)."""
     return read_summary_as_written(path, max_bytes, error)[0]
 
 
-def read_summary_as_written(path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES,
-                            error: type[TracekitError] = SummaryFormatError) -> tuple[SummaryDoc, dict[str, Any]]:
+def read_summary_as_written(
+    path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES, error: type[TracekitError] = SummaryFormatError
+) -> tuple[SummaryDoc, dict[str, Any]]:
     """The validated summary, and the same document as the file has it (absent keys absent): what
     ``tracekit baseline`` writes back unchanged and the gate reads."""
     data = core.read_bytes(path, error=error, max_bytes=max_bytes)
-    doc, raw = core.decode_with_raw(data, SummaryDoc, source=os.fspath(path), error=error, fix=FIX,
-                                    schema=(FAMILY, MAJOR))
+    doc, raw = core.decode_with_raw(data, SummaryDoc, source=os.fspath(path), error=error, fix=FIX, schema=(FAMILY, MAJOR))
     return _checked(doc, os.fspath(path), error), raw
 
 

@@ -31,6 +31,8 @@ def read_tracks(path: str | os.PathLike) -> dict[str, list[list[float]]]:
     for name, intervals in tracks.items():
         for i, iv in enumerate(intervals):
             if not (math.isfinite(iv.start_us) and math.isfinite(iv.end_us) and iv.end_us >= iv.start_us):
-                raise ConfigError(f"{os.fspath(path)}: track {name!r} interval {i} is [{iv.start_us}, {iv.end_us}]: "
-                                  f"not a finite interval; {_FIX}")
+                raise ConfigError(
+                    f"{os.fspath(path)}: track {name!r} interval {i} is [{iv.start_us}, {iv.end_us}]: "
+                    f"not a finite interval; {_FIX}"
+                )
     return {name: [[iv.start_us, iv.end_us] for iv in intervals] for name, intervals in tracks.items()}

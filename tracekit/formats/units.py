@@ -61,8 +61,13 @@ def count(v: Number | None) -> str:
     return NA if v is None else f"{int(v)}"
 
 
-DISPLAY: dict[str, Callable[[Number | None], str]] = {"us": duration, "ratio": percent, "bytes": size,
-                                                      "gbps": gbps, "count": count}
+DISPLAY: dict[str, Callable[[Number | None], str]] = {
+    "us": duration,
+    "ratio": percent,
+    "bytes": size,
+    "gbps": gbps,
+    "count": count,
+}
 
 
 def unit_of(field: str) -> str:

@@ -21,21 +21,48 @@ if TYPE_CHECKING:
     from .stats import Stat
 
 # Imported on first use (PEP 562): the reporters import gate.result for its types without the rest of the gate.
-_LAZY = {**{n: ".budgets" for n in ("Budget", "parse_budget", "parse_fraction")},
-         "RunMetrics": ".metrics", "Scope": ".metrics", "CheckResult": ".result", "GateReport": ".result",
-         "load_summary": ".source", "write_summary": ".source", "Stat": ".stats"}
+_LAZY = {
+    **{n: ".budgets" for n in ("Budget", "parse_budget", "parse_fraction")},
+    "RunMetrics": ".metrics",
+    "Scope": ".metrics",
+    "CheckResult": ".result",
+    "GateReport": ".result",
+    "load_summary": ".source",
+    "write_summary": ".source",
+    "Stat": ".stats",
+}
 
 __all__ = [
-    "Budget", "CheckResult", "DEFAULT_METRICS", "DiffResult", "DiffRow", "GateOptions", "GateReport",
-    "MetricSpec", "RunMetrics", "Scope", "Stat", "compare", "diff", "ensure_comparable", "explain", "load_summary",
-    "parse_budget", "parse_fraction", "run_gate", "write_summary",
+    "Budget",
+    "CheckResult",
+    "DEFAULT_METRICS",
+    "DiffResult",
+    "DiffRow",
+    "GateOptions",
+    "GateReport",
+    "MetricSpec",
+    "RunMetrics",
+    "Scope",
+    "Stat",
+    "compare",
+    "diff",
+    "ensure_comparable",
+    "explain",
+    "load_summary",
+    "parse_budget",
+    "parse_fraction",
+    "run_gate",
+    "write_summary",
 ]
 
 # Old names, still importable (DeprecationWarning): gate.Summary is RunMetrics; the writers moved to reports.
-_MOVED = {"Summary": ("tracekit.gate.metrics", "RunMetrics"), "to_junit": ("tracekit.reports.junit", "to_junit"),
-          "write_junit": ("tracekit.reports.junit", "write_junit"),
-          "render_markdown": ("tracekit.reports.markdown", "render_markdown"),
-          "write_markdown": ("tracekit.reports.markdown", "write_markdown")}
+_MOVED = {
+    "Summary": ("tracekit.gate.metrics", "RunMetrics"),
+    "to_junit": ("tracekit.reports.junit", "to_junit"),
+    "write_junit": ("tracekit.reports.junit", "write_junit"),
+    "render_markdown": ("tracekit.reports.markdown", "render_markdown"),
+    "write_markdown": ("tracekit.reports.markdown", "write_markdown"),
+}
 
 
 _lazy = lazy_getattr(__name__, _LAZY, globals())

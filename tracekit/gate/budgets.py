@@ -34,8 +34,10 @@ def parse_target(text: str, where: str, kind: str = "budget") -> tuple[Scope | N
         scope_text, metric = (p.strip() for p in metric.split(":", 1))
         parts = scope_text.split("/")
         if len(parts) > 2 or not all(p and _NAME_RE.match(p) for p in parts):
-            raise ConfigError(f"{kind} {where!r}: bad scope {scope_text!r}; write dimension or dimension/op, "
-                              "e.g. tp/all_gather:exposed_comm_us<=800")
+            raise ConfigError(
+                f"{kind} {where!r}: bad scope {scope_text!r}; write dimension or dimension/op, "
+                "e.g. tp/all_gather:exposed_comm_us<=800"
+            )
         scope = Scope(parts[0], parts[1] if len(parts) == 2 else "")
     known = RUN_METRICS if scope is None else DIM_METRICS
     if metric not in known:
@@ -54,8 +56,10 @@ def _parse_value(text: str, metric: str, where: str) -> float:
     value = float(number)
     if percent:
         if metric not in RATIO_METRICS:
-            raise ConfigError(f"budget {where!r}: a percentage only fits a ratio metric "
-                              f"({', '.join(sorted(RATIO_METRICS))}); give {metric} in its own unit")
+            raise ConfigError(
+                f"budget {where!r}: a percentage only fits a ratio metric "
+                f"({', '.join(sorted(RATIO_METRICS))}); give {metric} in its own unit"
+            )
         value /= 100.0
     if metric in RATIO_METRICS and not 0.0 <= value <= 1.0:
         raise ConfigError(f"budget {where!r}: {metric} is a ratio in 0..1; {text!r} is outside it")
@@ -85,8 +89,9 @@ class Budget:
         return [self._evaluate(summary, s, f"{self.expr} [{s.label}]") for s in scopes]
 
     def _common(self, scope: Scope | None, name: str) -> dict:
-        return dict(kind="budget", name=name, metric=self.metric, limit=self.limit, op=self.op,
-                    scope="" if scope is None else scope.label)
+        return dict(
+            kind="budget", name=name, metric=self.metric, limit=self.limit, op=self.op, scope="" if scope is None else scope.label
+        )
 
     def _missing(self, summary: RunMetrics, scope: Scope | None, name: str) -> CheckResult:
         if scope is not None and not any(scope.matches(s.dimension, s.op) for s in summary.scopes()):
@@ -139,6 +144,7 @@ def parse_fraction(text: str, option: str = "--max-regression") -> float:
     if t.endswith("%"):
         return float(number) / 100.0
     if float(number) > 1:
-        raise ConfigError(f"{option} {text!r}: ambiguous; write {number}% for a percentage "
-                          f"or {float(number) / 100:.2f} as a fraction")
+        raise ConfigError(
+            f"{option} {text!r}: ambiguous; write {number}% for a percentage or {float(number) / 100:.2f} as a fraction"
+        )
     return float(number)

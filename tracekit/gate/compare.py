@@ -31,8 +31,12 @@ class MetricSpec:
         return cls(metric, scope)
 
 
-DEFAULT_METRICS = (MetricSpec("exposed_comm_us"), MetricSpec("exposed_comm_share"), MetricSpec("overlap_ratio"),
-                   MetricSpec("exposed_comm_us", Scope("*", "*")))
+DEFAULT_METRICS = (
+    MetricSpec("exposed_comm_us"),
+    MetricSpec("exposed_comm_share"),
+    MetricSpec("overlap_ratio"),
+    MetricSpec("exposed_comm_us", Scope("*", "*")),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +52,7 @@ class GateOptions:
         return self.min_delta_ratio if metric in RATIO_METRICS else 0.0
 
 
-_IDENTITY_LABELS = {"world_size": "world size", "layout": "layout", "workload": "workload",
-                    "device_type": "device type"}
+_IDENTITY_LABELS = {"world_size": "world size", "layout": "layout", "workload": "workload", "device_type": "device type"}
 
 
 def _show(key: str, value) -> str:
@@ -73,37 +76,49 @@ def ensure_comparable(baseline: RunMetrics, current: RunMetrics) -> list[str]:
         elif bv != cv:
             diffs.append(f"{label} differs (baseline {_show(key, bv)}, this run {_show(key, cv)})")
     if diffs:
-        raise IncomparableRunsError(f"cannot compare {current.source} with baseline {baseline.source}: "
-                                    + "; ".join(diffs) + "; record a baseline of this configuration with "
-                                    "`tracekit baseline PATH -o FILE`")
+        raise IncomparableRunsError(
+            f"cannot compare {current.source} with baseline {baseline.source}: "
+            + "; ".join(diffs)
+            + "; record a baseline of this configuration with "
+            "`tracekit baseline PATH -o FILE`"
+        )
     return notes
 
 
-def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat | None,
-                opts: GateOptions) -> CheckResult | None:
+def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat | None, opts: GateOptions) -> CheckResult | None:
     where = f"{spec_metric} (whole run)" if scope is None else f"{scope.label} {spec_metric}"
     name = spec_metric if scope is None else f"{scope.label}:{spec_metric}"
-    common: dict[str, Any] = dict(kind="regression", name=name, metric=spec_metric,
-                                  scope="" if scope is None else scope.label, baseline=b, current=c,
-                                  limit=opts.max_regression)
+    common: dict[str, Any] = dict(
+        kind="regression",
+        name=name,
+        metric=spec_metric,
+        scope="" if scope is None else scope.label,
+        baseline=b,
+        current=c,
+        limit=opts.max_regression,
+    )
     if b is None and c is None:
         return None
     if c is None:
-        return CheckResult(passed=True, message=f"{where}: baseline {units.metric_stat(spec_metric, b)}, "
-                           "no value in this run", **common)
+        return CheckResult(
+            passed=True, message=f"{where}: baseline {units.metric_stat(spec_metric, b)}, no value in this run", **common
+        )
     lower_worse = spec_metric in LOWER_IS_WORSE
     base = 0.0 if b is None else b.median
     if b is None and (lower_worse or spec_metric in RATIO_METRICS):
-        return CheckResult(passed=True, message=f"{where}: now {units.metric_stat(spec_metric, c)}, "
-                           "not in the baseline", **common)
+        return CheckResult(
+            passed=True, message=f"{where}: now {units.metric_stat(spec_metric, c)}, not in the baseline", **common
+        )
     delta = c.median - base
     change = delta / abs(base) if base else None
     worse = delta < 0 if lower_worse else delta > 0
     floor = opts.floor(spec_metric)
     failed = worse and abs(delta) > floor and (change is None or abs(change) > opts.max_regression)
     allowed = f"{'-' if lower_worse else '+'}{opts.max_regression * 100:.1f}%"
-    text = (f"baseline {units.metric_stat(spec_metric, b) if b is not None else 'absent'}, "
-            f"now {units.metric_stat(spec_metric, c)}, {units.change(change) if b is None or base else 'up from 0'}")
+    text = (
+        f"baseline {units.metric_stat(spec_metric, b) if b is not None else 'absent'}, "
+        f"now {units.metric_stat(spec_metric, c)}, {units.change(change) if b is None or base else 'up from 0'}"
+    )
     if failed:
         msg = f"{where} regressed: {text} (allowed {allowed})"
     elif worse and abs(delta) <= floor and (change is None or abs(change) > opts.max_regression):
@@ -113,19 +128,25 @@ def _regression(spec_metric: str, scope: Scope | None, b: Stat | None, c: Stat |
     return CheckResult(passed=not failed, message=msg, change=change, **common)
 
 
-def _same_basis(metric: str, scope: Scope | None, b: Stat | None, c: Stat | None, baseline: RunMetrics,
-                current: RunMetrics) -> None:
+def _same_basis(
+    metric: str, scope: Scope | None, b: Stat | None, c: Stat | None, baseline: RunMetrics, current: RunMetrics
+) -> None:
     """A run total (a summary without step rows, or whose instances were cut to the most exposed) is no per-step
     median: held against one it would pass or fail on the count of steps, not on the change. Refused."""
     if b is None or c is None or b.basis == c.basis:
         return
     where = metric if scope is None else f"{scope.label}:{metric}"
-    fix = ("raise TRACEKIT_MAX_COLLECTIVE_ROWS so both summaries keep every collective instance" if scope is not None
-           else "record the baseline from traces with step rows (`tracekit baseline PATH -o FILE`)")
+    fix = (
+        "raise TRACEKIT_MAX_COLLECTIVE_ROWS so both summaries keep every collective instance"
+        if scope is not None
+        else "record the baseline from traces with step rows (`tracekit baseline PATH -o FILE`)"
+    )
     said = {"per step": "a median over steps", "run total": "a run total"}
-    raise IncomparableRunsError(f"cannot compare {current.source} with baseline {baseline.source}: {where} is "
-                                f"{said.get(b.basis, b.basis)} in the baseline and {said.get(c.basis, c.basis)} in "
-                                f"this run; {fix}")
+    raise IncomparableRunsError(
+        f"cannot compare {current.source} with baseline {baseline.source}: {where} is "
+        f"{said.get(b.basis, b.basis)} in the baseline and {said.get(c.basis, c.basis)} in "
+        f"this run; {fix}"
+    )
 
 
 def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateOptions()) -> list[CheckResult]:
@@ -143,35 +164,62 @@ def compare(baseline: RunMetrics, current: RunMetrics, opts: GateOptions = GateO
     return checks
 
 
-def data_checks(current: RunMetrics, baseline: RunMetrics | None, strict: bool = False,
-                allow_partial: bool = False) -> list[CheckResult]:
+def data_checks(
+    current: RunMetrics, baseline: RunMetrics | None, strict: bool = False, allow_partial: bool = False
+) -> list[CheckResult]:
     """No data is not success: a run (or baseline) without a complete step fails the gate, whatever the
     budgets say; so does a truncated run (the medians of its complete steps are not the run's), unless
     ``allow_partial``. With ``strict``, any warning of the load or the analysis fails it too."""
     out = []
     cut = current.truncated_ranks
     if cut and not allow_partial and current.has_data:
-        out.append(CheckResult(kind="data", name="run is whole", passed=False, metric="steps",
-                               message=f"run {current.source}: the traces of ranks {cut} are truncated "
-                                       f"({current.steps_left_out} steps incomplete); a verdict on part of the "
-                                       "steps is not the run's: re-export the trace, or --allow-partial gates "
-                                       "the complete steps alone"))
+        out.append(
+            CheckResult(
+                kind="data",
+                name="run is whole",
+                passed=False,
+                metric="steps",
+                message=f"run {current.source}: the traces of ranks {cut} are truncated "
+                f"({current.steps_left_out} steps incomplete); a verdict on part of the "
+                "steps is not the run's: re-export the trace, or --allow-partial gates "
+                "the complete steps alone",
+            )
+        )
     for role, s in (("run", current), ("baseline", baseline)):
         if s is None or s.has_data:
             continue
         why = "; ".join(s.partial_reasons()[:3]) or "no steps and no events"
-        out.append(CheckResult(kind="data", name=f"{role} has complete steps", passed=False, metric="steps",
-                               message=f"{role} {s.source} has no complete step ({why}); no budget or baseline "
-                                       "holds on no data"))
+        out.append(
+            CheckResult(
+                kind="data",
+                name=f"{role} has complete steps",
+                passed=False,
+                metric="steps",
+                message=f"{role} {s.source} has no complete step ({why}); no budget or baseline holds on no data",
+            )
+        )
     if strict and current.warnings:
-        out.append(CheckResult(kind="strict", name="no warnings", passed=False, metric="warnings",
-                               message=f"--strict: the run's load or analysis gave {len(current.warnings)} "
-                                       f"warnings (first: {current.warnings[0]})"))
+        out.append(
+            CheckResult(
+                kind="strict",
+                name="no warnings",
+                passed=False,
+                metric="warnings",
+                message=f"--strict: the run's load or analysis gave {len(current.warnings)} "
+                f"warnings (first: {current.warnings[0]})",
+            )
+        )
     return out
 
 
-def run_gate(current: RunMetrics, baseline: RunMetrics | None = None, budgets: tuple[Budget, ...] = (),
-             opts: GateOptions = GateOptions(), strict: bool = False, allow_partial: bool = False) -> GateReport:
+def run_gate(
+    current: RunMetrics,
+    baseline: RunMetrics | None = None,
+    budgets: tuple[Budget, ...] = (),
+    opts: GateOptions = GateOptions(),
+    strict: bool = False,
+    allow_partial: bool = False,
+) -> GateReport:
     """The whole gate: comparability, complete data, regressions against the baseline (if any), then every
     budget. Incomplete steps count in no metric; a note says how many were left out."""
     notes: list[str] = []
@@ -183,7 +231,14 @@ def run_gate(current: RunMetrics, baseline: RunMetrics | None = None, budgets: t
         checks.extend(budget.evaluate(current))
     for role, s in (("this run", current), ("the baseline", baseline)):
         if s is not None and s.steps_left_out:
-            notes.append(f"{s.steps_left_out} incomplete steps of {role} left out of every metric "
-                         f"({'; '.join(s.partial_reasons()[:2])})")
-    return GateReport(tuple(checks), current.source, "" if baseline is None else baseline.source,
-                      current.identity(), tuple(notes), tuple(current.warnings))
+            notes.append(
+                f"{s.steps_left_out} incomplete steps of {role} left out of every metric ({'; '.join(s.partial_reasons()[:2])})"
+            )
+    return GateReport(
+        tuple(checks),
+        current.source,
+        "" if baseline is None else baseline.source,
+        current.identity(),
+        tuple(notes),
+        tuple(current.warnings),
+    )

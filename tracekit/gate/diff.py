@@ -26,8 +26,14 @@ from .metrics import RunMetrics, Scope
 from .stats import stat_over_ranks
 
 _ROW_METRICS = ("count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us")
-_SITE_FIELDS = {"bytes": "bytes", "comm_us": "dur_us", "hidden_comm_us": "hidden_us",
-                "exposed_comm_us": "exposed_us", "wait_us": "wait_us", "transfer_us": "transfer_us"}
+_SITE_FIELDS = {
+    "bytes": "bytes",
+    "comm_us": "dur_us",
+    "hidden_comm_us": "hidden_us",
+    "exposed_comm_us": "exposed_us",
+    "wait_us": "wait_us",
+    "transfer_us": "transfer_us",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +52,15 @@ class DiffRow:
         return (self.b.get("exposed_comm_us") or 0.0) - (self.a.get("exposed_comm_us") or 0.0)
 
     def to_struct(self) -> DiffRowDoc:
-        return DiffRowDoc(label=self.label, a=_figures(self.a), b=_figures(self.b),
-                          exposed_delta_us=_finite(self.exposed_delta_us), more_comm_us=_finite(self.more_comm_us),
-                          less_overlap_us=_finite(self.less_overlap_us), reasons=list(self.reasons))
+        return DiffRowDoc(
+            label=self.label,
+            a=_figures(self.a),
+            b=_figures(self.b),
+            exposed_delta_us=_finite(self.exposed_delta_us),
+            more_comm_us=_finite(self.more_comm_us),
+            less_overlap_us=_finite(self.less_overlap_us),
+            reasons=list(self.reasons),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return to_builtins(self.to_struct())
@@ -68,11 +80,14 @@ def _num(v: float | None) -> float:
     return 0.0 if v is None else float(v)
 
 
-def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | None],
-            floor_us: float = 1.0) -> DiffRow:
+def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | None], floor_us: float = 1.0) -> DiffRow:
     """Split the change in exposed time (the decomposition in the module docstring) and name the causes."""
-    ca, cb, ea, eb = (_num(a.get("comm_us")), _num(b.get("comm_us")),
-                      _num(a.get("exposed_comm_us")), _num(b.get("exposed_comm_us")))
+    ca, cb, ea, eb = (
+        _num(a.get("comm_us")),
+        _num(b.get("comm_us")),
+        _num(a.get("exposed_comm_us")),
+        _num(b.get("exposed_comm_us")),
+    )
     ov_a = 1 - ea / ca if ca else None
     ov_b = 1 - eb / cb if cb else None
     ov_a = ov_b if ov_a is None else ov_a
@@ -83,13 +98,19 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     # each cause named in the direction it moved the exposed time (an improved row gets its own reasons)
     reasons: list[tuple[float, str]] = []
     if abs(less_overlap) > floor_us:
-        reasons.append((less_overlap, f"{'less' if less_overlap > 0 else 'more'} overlap ({ov_a:.2f}→{ov_b:.2f}): "
-                                      f"{_signed(less_overlap)}"))
+        reasons.append(
+            (less_overlap, f"{'less' if less_overlap > 0 else 'more'} overlap ({ov_a:.2f}→{ov_b:.2f}): {_signed(less_overlap)}")
+        )
     if a.get("wait_us") is not None and b.get("wait_us") is not None:
         w = (_num(b["wait_us"]) - _num(a["wait_us"])) * (1 - ov_a)
         if abs(w) > floor_us:
-            reasons.append((w, f"{'more' if w > 0 else 'less'} waiting for peers (wait {_num(a['wait_us']):.1f}→"
-                               f"{_num(b['wait_us']):.1f} µs): {_signed(w)}"))
+            reasons.append(
+                (
+                    w,
+                    f"{'more' if w > 0 else 'less'} waiting for peers (wait {_num(a['wait_us']):.1f}→"
+                    f"{_num(b['wait_us']):.1f} µs): {_signed(w)}",
+                )
+            )
     t = None
     if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
         t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
@@ -100,12 +121,17 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     if t is not None and abs(t) > floor_us:
         reasons.append((t, f"{'longer' if t > 0 else 'shorter'} transfer ({moved or 'same bytes'}): {_signed(t)}"))
     elif t is None and abs(more_comm) > floor_us:
-        reasons.append((more_comm, f"{'more' if more_comm > 0 else 'less'} communication time"
-                                   f"{f' ({moved})' if moved else ''}: {_signed(more_comm)}"))
+        reasons.append(
+            (
+                more_comm,
+                f"{'more' if more_comm > 0 else 'less'} communication time{f' ({moved})' if moved else ''}: {_signed(more_comm)}",
+            )
+        )
     elif moved:
         reasons.append((0.0, f"{'more' if grew else 'fewer'} bytes ({moved})"))
-    return DiffRow(label, dict(a), dict(b), more_comm, less_overlap,
-                   tuple(text for _, text in sorted(reasons, key=lambda r: -abs(r[0]))))
+    return DiffRow(
+        label, dict(a), dict(b), more_comm, less_overlap, tuple(text for _, text in sorted(reasons, key=lambda r: -abs(r[0])))
+    )
 
 
 def _signed(us: float) -> str:
@@ -150,9 +176,14 @@ class DiffResult:
 
     def to_struct(self) -> DiffDoc:
         """The diff as ``tracekit diff --format json`` writes it (formats.documents.DiffDoc)."""
-        return DiffDoc(schema=DIFF_SCHEMA, a=self.a_source, b=self.b_source, notes=list(self.notes),
-                       by_dimension=[r.to_struct() for r in self.by_dimension],
-                       by_call_site=[r.to_struct() for r in self.by_call_site])
+        return DiffDoc(
+            schema=DIFF_SCHEMA,
+            a=self.a_source,
+            b=self.b_source,
+            notes=list(self.notes),
+            by_dimension=[r.to_struct() for r in self.by_dimension],
+            by_call_site=[r.to_struct() for r in self.by_call_site],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return to_builtins(self.to_struct())
@@ -162,14 +193,20 @@ def diff(a: RunMetrics, b: RunMetrics, top: int = 10, floor_us: float = 1.0) -> 
     """Rows for every dimension/op of either run and the ``top`` call sites whose exposed time changed most."""
     scopes = sorted(set(a.scopes()) | set(b.scopes()), key=lambda s: (s.dimension, s.op))
     rows = [explain(s.label, _scope_values(a, s), _scope_values(b, s), floor_us) for s in scopes]
-    rows.append(explain("whole run", {m: _median(a, m) for m in _ROW_METRICS[2:5]},
-                        {m: _median(b, m) for m in _ROW_METRICS[2:5]}, floor_us))
+    rows.append(
+        explain(
+            "whole run", {m: _median(a, m) for m in _ROW_METRICS[2:5]}, {m: _median(b, m) for m in _ROW_METRICS[2:5]}, floor_us
+        )
+    )
     sa, sb = _site_values(a), _site_values(b)
-    sites = [explain(f"{d}/{op}#{k} ({pg})", sa.get((d, op, pg, k), {}), sb.get((d, op, pg, k), {}), floor_us)
-             for (d, op, pg, k) in sorted(set(sa) | set(sb))]
+    sites = [
+        explain(f"{d}/{op}#{k} ({pg})", sa.get((d, op, pg, k), {}), sb.get((d, op, pg, k), {}), floor_us)
+        for (d, op, pg, k) in sorted(set(sa) | set(sb))
+    ]
     sites.sort(key=lambda r: -abs(r.exposed_delta_us))
-    notes = tuple(f"{k} differs: A {a.identity()[k]}, B {b.identity()[k]}"
-                  for k in a.identity() if a.identity()[k] != b.identity()[k])
+    notes = tuple(
+        f"{k} differs: A {a.identity()[k]}, B {b.identity()[k]}" for k in a.identity() if a.identity()[k] != b.identity()[k]
+    )
     return DiffResult(a.source, b.source, tuple(rows), tuple(sites[:top]), notes)
 
 

@@ -29,14 +29,31 @@ from ..model.layout import LayoutError, ParallelLayout
 from .stats import Stat, stat_over_ranks
 
 RUN_METRICS = (*STEP_KEYS, "exposed_comm_share")
-DIM_METRICS = ("count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us",
-               "busbw_gbps", "overlap_ratio", "exposed_comm_share")
+DIM_METRICS = (
+    "count",
+    "bytes",
+    "comm_us",
+    "hidden_comm_us",
+    "exposed_comm_us",
+    "wait_us",
+    "transfer_us",
+    "busbw_gbps",
+    "overlap_ratio",
+    "exposed_comm_share",
+)
 RATIO_METRICS = frozenset({"overlap_ratio", "exposed_comm_share"})
 # Metrics where a smaller value is the regression; for every other metric a larger one is.
 LOWER_IS_WORSE = frozenset({"overlap_ratio", "busbw_gbps"})
 # Collective-instance field that each summed dimension metric adds up.
-_INSTANCE_FIELD = {"count": None, "bytes": "bytes", "comm_us": "dur_us", "hidden_comm_us": "hidden_us",
-                   "exposed_comm_us": "exposed_us", "wait_us": "wait_us", "transfer_us": "transfer_us"}
+_INSTANCE_FIELD = {
+    "count": None,
+    "bytes": "bytes",
+    "comm_us": "dur_us",
+    "hidden_comm_us": "hidden_us",
+    "exposed_comm_us": "exposed_us",
+    "wait_us": "wait_us",
+    "transfer_us": "transfer_us",
+}
 # The by_dimension fields a summed dimension metric reads (overlap_ratio, busbw_gbps and the share have rules).
 _DIM_FIELDS = frozenset({"count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us", "transfer_us"})
 
@@ -93,8 +110,7 @@ class RunMetrics:
     reads one type whichever way the summary came. ``data`` is the document as written (absent keys absent, the
     keys of a later minor revision kept): what ``tracekit baseline`` writes back."""
 
-    def __init__(self, doc: SummaryDoc | Mapping[str, Any], source: str = "<summary>",
-                 data: Mapping[str, Any] | None = None):
+    def __init__(self, doc: SummaryDoc | Mapping[str, Any], source: str = "<summary>", data: Mapping[str, Any] | None = None):
         if not isinstance(doc, SummaryDoc):
             data = doc if data is None else data
             doc = summary_from_builtins(doc, source)
@@ -117,8 +133,12 @@ class RunMetrics:
         return len(self._left_out)
 
     def partial_reasons(self) -> list[str]:
-        return [f"rank {r.rank} step {s.step}: {s.partial_reason or 'incomplete'}"
-                for r in self.doc.ranks for s in r.steps if not s.complete]
+        return [
+            f"rank {r.rank} step {s.step}: {s.partial_reason or 'incomplete'}"
+            for r in self.doc.ranks
+            for s in r.steps
+            if not s.complete
+        ]
 
     @property
     def truncated_ranks(self) -> list[int]:
@@ -158,8 +178,12 @@ class RunMetrics:
         except LayoutError as exc:
             raise SummaryFormatError(str(exc)) from None
         layout = {k: v for k, v in recorded.items() if not (isinstance(v, int) and not isinstance(v, bool) and v == 1)}
-        return {"world_size": run.world_size, "layout": dict(sorted(layout.items())),
-                "workload": run.workload, "device_type": run.device_type}
+        return {
+            "world_size": run.world_size,
+            "layout": dict(sorted(layout.items())),
+            "workload": run.workload,
+            "device_type": run.device_type,
+        }
 
     # -- run-level metrics ----------------------------------------------------------------------------------
     def _rank_steps(self) -> dict[int, dict[int, StepFigures]]:
@@ -168,8 +192,7 @@ class RunMetrics:
     def run_stat(self, metric: str) -> Stat | None:
         """None where no rank has a value: the metric is null in every row (a figure an older analyzer did not
         write), or the run has no data; the checks say so in their message."""
-        per_rank = {r.rank: [self._run_value(row, metric) for row in rows]
-                    for r in self.doc.ranks if (rows := self._rows(r))}
+        per_rank = {r.rank: [self._run_value(row, metric) for row in rows] for r in self.doc.ranks if (rows := self._rows(r))}
         stat = stat_over_ranks(per_rank)
         if stat is not None and self.only_totals:
             stat = Stat(stat.median, stat.lo, stat.hi, stat.q1, stat.q3, stat.samples, "run total")
@@ -224,8 +247,7 @@ class RunMetrics:
             per_rank[rank].append(self._step_value(groups.get((rank, step), []), metric, rank, step, has))
         return stat_over_ranks(per_rank)
 
-    def _step_value(self, rows: list[CollectiveRow], metric: str, rank: int, step: int,
-                    has: dict[str, bool]) -> float | None:
+    def _step_value(self, rows: list[CollectiveRow], metric: str, rank: int, step: int, has: dict[str, bool]) -> float | None:
         """One (rank, step)'s value; a step without collectives of the scope counts 0 (nothing of it ran), a
         step without a wall time (only in the instances) gives no exposed share."""
         if metric == "count":

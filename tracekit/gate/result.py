@@ -30,9 +30,19 @@ class CheckResult:
 
     def to_struct(self) -> CheckDoc:
         """The check as ``tracekit.gate/1`` writes it (a float that is not finite is written null)."""
-        return CheckDoc(kind=self.kind, name=self.name, passed=self.passed, message=self.message, metric=self.metric,
-                        scope=self.scope, baseline=_stat(self.baseline), current=_stat(self.current),
-                        limit=_finite(self.limit), op=self.op, change=_finite(self.change))
+        return CheckDoc(
+            kind=self.kind,
+            name=self.name,
+            passed=self.passed,
+            message=self.message,
+            metric=self.metric,
+            scope=self.scope,
+            baseline=_stat(self.baseline),
+            current=_stat(self.current),
+            limit=_finite(self.limit),
+            op=self.op,
+            change=_finite(self.change),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return to_builtins(self.to_struct())
@@ -59,14 +69,20 @@ class GateReport:
 
     def headline(self) -> str:
         n, f = len(self.checks), len(self.failures)
-        return f"tracekit check: {'PASSED' if not f else 'FAILED'}: {n - f} of {n} checks passed" + (
-            f", {f} failed" if f else "")
+        return f"tracekit check: {'PASSED' if not f else 'FAILED'}: {n - f} of {n} checks passed" + (f", {f} failed" if f else "")
 
     def to_struct(self) -> VerdictDoc:
         """The verdict as ``tracekit check --json`` writes it and ``tracekit report --verdict`` reads it back."""
-        return VerdictDoc(schema=GATE_SCHEMA, passed=self.passed, current=self.current_source,
-                          baseline=self.baseline_source, run=dict(self.identity), notes=list(self.notes),
-                          warnings=list(self.warnings), checks=[c.to_struct() for c in self.checks])
+        return VerdictDoc(
+            schema=GATE_SCHEMA,
+            passed=self.passed,
+            current=self.current_source,
+            baseline=self.baseline_source,
+            run=dict(self.identity),
+            notes=list(self.notes),
+            warnings=list(self.warnings),
+            checks=[c.to_struct() for c in self.checks],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return to_builtins(self.to_struct())
@@ -80,5 +96,12 @@ def _finite(v: float | None) -> float | None:
 def _stat(s: Stat | None) -> StatDoc | None:
     if s is None:
         return None
-    return StatDoc(median=_finite(s.median), min=_finite(s.lo), max=_finite(s.hi), q1=_finite(s.q1),
-                   q3=_finite(s.q3), samples=s.samples, basis=s.basis)
+    return StatDoc(
+        median=_finite(s.median),
+        min=_finite(s.lo),
+        max=_finite(s.hi),
+        q1=_finite(s.q1),
+        q3=_finite(s.q3),
+        samples=s.samples,
+        basis=s.basis,
+    )

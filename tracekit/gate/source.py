@@ -23,8 +23,7 @@ def _is_trace(path: Path) -> bool:
     return b'"traceEvents"' in head
 
 
-def summary_from_traces(path: Path, window: str | None = None, options: Any = None,
-                        executor: Any = None) -> dict[str, Any]:
+def summary_from_traces(path: Path, window: str | None = None, options: Any = None, executor: Any = None) -> dict[str, Any]:
     """Load and analyse traces into a summary dict. The one place the gate touches the loader/analyzer. A run
     without complete steps still gives a summary (its steps marked incomplete): the gate fails it. ``options``:
     the loader's LoadOptions (limits, rules, cache), as the analysing commands take them."""
@@ -34,8 +33,7 @@ def summary_from_traces(path: Path, window: str | None = None, options: Any = No
     return analyze(load(str(path), options=options, executor=executor), window=window, allow_empty=True).to_dict()
 
 
-def load_summary(path: str | Path, window: str | None = None, options: Any = None, executor: Any = None
-                 ) -> RunMetrics:
+def load_summary(path: str | Path, window: str | None = None, options: Any = None, executor: Any = None) -> RunMetrics:
     """A RunMetrics from a summary JSON file, or from traces (analysed on the fly; ``window`` as
     ``tracekit analyze --window``). A trace, even one cut short, is told apart by its first bytes. Either way
     the gate reads a validated SummaryDoc: the analysis' dict goes through the same Struct as a file."""

@@ -36,8 +36,15 @@ class Stat:
         return f"steps {fmt(self.lo)}..{fmt(self.hi)}"
 
     def to_dict(self) -> dict:
-        return {"median": self.median, "min": self.lo, "max": self.hi, "q1": self.q1, "q3": self.q3,
-                "samples": self.samples, "basis": self.basis}
+        return {
+            "median": self.median,
+            "min": self.lo,
+            "max": self.hi,
+            "q1": self.q1,
+            "q3": self.q3,
+            "samples": self.samples,
+            "basis": self.basis,
+        }
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float]:

@@ -16,8 +16,12 @@ if TYPE_CHECKING:
     from .loading import LoadOptions, load, load_file
     from .paths import find_traces
 
-_LAZY = {"RuleSet": ".classify", "load_rules_toml": ".classify",
-         **{n: ".loading" for n in ("LoadOptions", "load", "load_file")}, "find_traces": ".paths"}
+_LAZY = {
+    "RuleSet": ".classify",
+    "load_rules_toml": ".classify",
+    **{n: ".loading" for n in ("LoadOptions", "load", "load_file")},
+    "find_traces": ".paths",
+}
 
 __all__ = ["LoadOptions", "RuleSet", "find_traces", "load", "load_file", "load_rules_toml"]
 

@@ -130,8 +130,7 @@ def write_cache(path: str, options, table: EventTable, info: RankInfo, stamp: di
     target = cache_path(path, options.cache_dir)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        meta = {"stamp": stamp, "rules": _rules_key(options), "strings": list(table.strings),
-                "info": info.to_dict()}
+        meta = {"stamp": stamp, "rules": _rules_key(options), "strings": list(table.strings), "info": info.to_dict()}
         arrays = {k: pa.array(np.ascontiguousarray(table[k])) for k in COLUMNS}
         pa_table = pa.table(arrays).replace_schema_metadata({_KEY: json.dumps(meta).encode()})
         tmp = f"{target}.{os.getpid()}.tmp"

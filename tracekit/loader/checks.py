@@ -21,9 +21,11 @@ from .kinds import DEVICE_CATS, HOST_CATS
 # report; refused instead. Real kernel names with C++ templates are a few KB.
 DEFAULT_MAX_STRING_BYTES = int(env_limit("TRACEKIT_MAX_STRING_BYTES", 1024**2))
 # Categories Kineto writes that tracekit knows (classified, or deliberately dropped/ignored).
-KNOWN_CATS = frozenset(DEVICE_CATS) | frozenset(HOST_CATS) | {"Trace", "python_function", "overhead",
-                                                             "cuda_profiler_range", "ac2g", "async_cpu_to_gpu",
-                                                             "fwdbwd"}
+KNOWN_CATS = (
+    frozenset(DEVICE_CATS)
+    | frozenset(HOST_CATS)
+    | {"Trace", "python_function", "overhead", "cuda_profiler_range", "ac2g", "async_cpu_to_gpu", "fwdbwd"}
+)
 _MAX_RANK = 2**31 - 1
 _TIME_LIMIT = 2**62
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -35,8 +37,7 @@ def check_header(trace, path: str) -> None:
     """Header fields that would otherwise overflow the int64 time columns."""
     base = trace.baseTimeNanoseconds
     if base is not None and not 0 <= base < 2**62:
-        raise TraceFormatError(f"{path}: baseTimeNanoseconds {base} is out of range (0 to 2**62 ns); "
-                               "the trace header is corrupt")
+        raise TraceFormatError(f"{path}: baseTimeNanoseconds {base} is out of range (0 to 2**62 ns); the trace header is corrupt")
 
 
 def check_table(table: EventTable, info: RankInfo, path: str, max_string_bytes: int) -> tuple[EventTable, RankInfo]:
@@ -46,18 +47,24 @@ def check_table(table: EventTable, info: RankInfo, path: str, max_string_bytes: 
     bad = out_of_range_times(table)
     if bad.any():
         table = table.select(~bad)
-        warnings.append(f"{path}: dropped {int(bad.sum())} events whose time or end lies beyond ±2**62 ns "
-                        "(huge numbers in ts/dur; corrupt events)")
+        warnings.append(
+            f"{path}: dropped {int(bad.sum())} events whose time or end lies beyond ±2**62 ns "
+            "(huge numbers in ts/dur; corrupt events)"
+        )
     dup = duplicate_rows(table)
     if dup.any():
         table = table.select(~dup)
-        warnings.append(f"{path}: dropped {int(dup.sum())} exact duplicate events (the same event written twice; "
-                        "a merged or re-exported trace?)")
+        warnings.append(
+            f"{path}: dropped {int(dup.sum())} exact duplicate events (the same event written twice; "
+            "a merged or re-exported trace?)"
+        )
     unknown = unknown_categories(table)
     if unknown:
         shown = ", ".join(f"{c!r} ×{n}" for c, n in unknown[:5]) + (" …" if len(unknown) > 5 else "")
-        warnings.append(f"{path}: {sum(n for _, n in unknown)} events in categories tracekit does not know ({shown}) "
-                        "are counted as 'other', neither compute nor communication")
+        warnings.append(
+            f"{path}: {sum(n for _, n in unknown)} events in categories tracekit does not know ({shown}) "
+            "are counted as 'other', neither compute nor communication"
+        )
     if warnings:
         info = replace(info, warnings=tuple(info.warnings) + tuple(warnings))
     return table, info
@@ -66,9 +73,11 @@ def check_table(table: EventTable, info: RankInfo, path: str, max_string_bytes: 
 def check_strings(table: EventTable, path: str, max_string_bytes: int) -> None:
     for s in table.strings:
         if len(s) > max_string_bytes // 4 and len(s.encode("utf-8", "surrogatepass")) > max_string_bytes:
-            raise InputLimitError(f"{path}: a string of {len(s.encode('utf-8', 'surrogatepass'))} bytes "
-                                  f"(starting {s[:40]!r}) exceeds the {max_string_bytes}-byte limit; raise it with "
-                                  "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+            raise InputLimitError(
+                f"{path}: a string of {len(s.encode('utf-8', 'surrogatepass'))} bytes "
+                f"(starting {s[:40]!r}) exceeds the {max_string_bytes}-byte limit; raise it with "
+                "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine"
+            )
 
 
 def out_of_range_times(table: EventTable) -> np.ndarray:
@@ -118,5 +127,7 @@ def check_rank(info: RankInfo) -> None:
     """A rank number outside [0, world size) (or below the 'absent' marker -1) is a corrupt header."""
     r, w = info.rank, info.world_size
     if r < -1 or r > _MAX_RANK or w > _MAX_RANK or (w > 0 and r >= w):
-        raise MissingRankError(f"{info.source}: distributedInfo gives rank {r} of world size {w}, which is "
-                               "impossible; the trace header is corrupt or was edited")
+        raise MissingRankError(
+            f"{info.source}: distributedInfo gives rank {r} of world size {w}, which is "
+            "impossible; the trace header is corrupt or was edited"
+        )

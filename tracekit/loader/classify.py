@@ -42,8 +42,17 @@ class CommRule:
 # (namespace deep_ep:: or a renamed fork's, e.g. dpsk::ep::) -- but not layout::get_dispatch_layout, which is
 # local compute; NVSHMEM's nvshmem*/nvshmemi* device functions and its on-stream collective kernels, whose
 # names do not say nvshmem (barrier_on_stream_kernel, fcollect_on_stream_kernel<T>, ...).
-DEEPEP_KERNELS = ("notify_dispatch", "cached_notify_dispatch", "cached_notify_combine", "cached_notify",
-                  "notify_combine", "dispatch", "combine", "clean_low_latency_buffer", "barrier")
+DEEPEP_KERNELS = (
+    "notify_dispatch",
+    "cached_notify_dispatch",
+    "cached_notify_combine",
+    "cached_notify",
+    "notify_combine",
+    "dispatch",
+    "combine",
+    "clean_low_latency_buffer",
+    "barrier",
+)
 DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^(void )?ncclKernel_", "nccl"),
     CommRule(r"^(void )?nccl[A-Z][A-Za-z]*Kernel_", "nccl"),  # NCCL <= 2.8: ncclAllReduceRingLLKernel_sum_f32(ncclColl)
@@ -55,16 +64,21 @@ DEFAULT_RULES: tuple[CommRule, ...] = (
     CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
     CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
     CommRule(r"(?i)nvshmem", "nvshmem"),
-    CommRule(r"^(void )?(barrier|barrier_all|sync|sync_all|alltoall|broadcast|fcollect|rdxn|reducescatter)"
-             r"_on_stream_kernel", "nvshmem"),  # NVSHMEM's on-stream collectives (host/coll, h_to_d_coll_defs.h)
+    CommRule(
+        r"^(void )?(barrier|barrier_all|sync|sync_all|alltoall|broadcast|fcollect|rdxn|reducescatter)"
+        r"_on_stream_kernel",
+        "nvshmem",
+    ),  # NVSHMEM's on-stream collectives (host/coll, h_to_d_coll_defs.h)
     CommRule(r"^gloo:", "gloo"),
 )
 
 # Host ops that issue a collective (not compute, not a comm interval): the launch context of its kernels.
 # Each c10d backend names its collectives "<backend>:<op>" (ProcessGroupNCCL's "nccl:all_reduce", XCCL's (Intel
 # oneCCL, PyTorch >= 2.7) "xccl:all_reduce", UCC's "ucc:all_reduce", MPI's "mpi:all_reduce", torch_npu's HCCL).
-HOST_COMM_OP = re.compile(r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|xccl:|ucc:|mpi:|gloo:|c10d_functional::|"
-                          r"_c10d_functional::)")
+HOST_COMM_OP = re.compile(
+    r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|xccl:|ucc:|mpi:|gloo:|c10d_functional::|"
+    r"_c10d_functional::)"
+)
 
 _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
     (re.compile(p, re.IGNORECASE), op)

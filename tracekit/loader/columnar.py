@@ -30,8 +30,18 @@ _MEM_CATS = {"cpu_instant_event"}  # kind MEMORY; nothing else becomes MEMORY
 _COPY_CATS = MEMCPY_CATS  # kinds MEMCPY / MEMSET, every generation
 _EXACT_LIMIT = 2**53 / 1000.0
 # the columns built piece by piece, appended in place (see _Column); the memory ones are sparse (see _SparseParts)
-_PARTS = {"ts": np.int64, "dur": np.int64, "pid": np.int64, "tid": np.int64, "correlation": np.int64,
-          "external": np.int64, "dev_arg": np.int64, "has_coll": np.bool_, "name": np.int32, "cat": np.int32}
+_PARTS = {
+    "ts": np.int64,
+    "dur": np.int64,
+    "pid": np.int64,
+    "tid": np.int64,
+    "correlation": np.int64,
+    "external": np.int64,
+    "dev_arg": np.int64,
+    "has_coll": np.bool_,
+    "name": np.int32,
+    "cat": np.int32,
+}
 _NO_ARGS = Args()  # an event without args: every field its default (never changed)
 _SPARSE_PARTS = ("mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
 
@@ -67,7 +77,7 @@ class TableBuilder:
         f.thread_names.update(g.thread_names)
         f.flow_cats |= g.flow_cats
         f.begin_end += g.begin_end
-        f.first_ts += g.first_ts[:1000 - len(f.first_ts)]
+        f.first_ts += g.first_ts[: 1000 - len(f.first_ts)]
         f.msg_style = f.msg_style or g.msg_style
         self.host_comm.update(other.host_comm)
         if other.saw_activity:
@@ -86,16 +96,14 @@ class TableBuilder:
         arrays.update((f"c.{k}", v) for k, v in self.coll.arrays().items())
         self.parts, self.sparse = {}, {}
         # the records' texts stay (they go back with the builder); their arrays travel with the columns only
-        self.coll.set_arrays({"rows": np.empty(0, np.int64), "codes": np.empty(0, np.int32),
-                              "ints": np.empty(0, np.int64)})
+        self.coll.set_arrays({"rows": np.empty(0, np.int64), "codes": np.empty(0, np.int32), "ints": np.empty(0, np.int64)})
         return arrays
 
     def give_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.parts = {k: _Column.of(arrays[f"p.{k}"]) for k in _PARTS}
         self.coll.set_arrays({k: arrays[f"c.{k}"] for k in ("rows", "codes", "ints")})  # copied: small
         # copied: small, and a view would keep the whole handed-off file mapped until finish
-        self.sparse = {k: _SparseParts.of(np.array(arrays[f"r.{k}"]), np.array(arrays[f"v.{k}"]))
-                       for k in _SPARSE_PARTS}
+        self.sparse = {k: _SparseParts.of(np.array(arrays[f"r.{k}"]), np.array(arrays[f"v.{k}"])) for k in _SPARSE_PARTS}
 
     def reserve(self, rows: int) -> None:
         """Room for ``rows`` rows in every column (pages not written stay unbacked: an estimate too high costs
@@ -177,9 +185,16 @@ class TableBuilder:
         p["correlation"].append(_ints([a.correlation for a in args]))
         p["external"].append(_ints([a.external_id for a in args]))
         p["dev_arg"].append(_ints([a.device for a in args]))
-        coll = [i for i, a in enumerate(args) if (
-            a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
-            or (a.input_dims is not None and self._issues_collective(kept[i].name)))]
+        coll = [
+            i
+            for i, a in enumerate(args)
+            if (
+                a.coll_name is not None
+                or a.in_nelems is not None
+                or a.in_size is not None
+                or (a.input_dims is not None and self._issues_collective(kept[i].name))
+            )
+        ]
         has_coll = np.zeros(n, dtype=bool)
         has_coll[[i for i in coll if args[i].coll_name is not None]] = True
         p["has_coll"].append(has_coll)
@@ -209,24 +224,28 @@ class TableBuilder:
         named = bool(di is not None and di.pg_config)
         table, assumed = self._table(int(trace.baseTimeNanoseconds or 0), named)
         if assumed:
-            warnings.append(f"{path}: the trace names no process groups (distributedInfo without pg_config); "
-                            f"{assumed} collectives without a group are assumed to run on the world group "
-                            "(default_pg) and are matched across ranks by their order")
+            warnings.append(
+                f"{path}: the trace names no process groups (distributedInfo without pg_config); "
+                f"{assumed} collectives without a group are assumed to run on the world group "
+                "(default_pg) and are matched across ranks by their order"
+            )
         if self.n_bad:
-            warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative "
-                            "times/durations")
-        if len(table) and not (table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
-                               or table.mask_kind(K.STEP).any() or table.mask_kind(K.CPU_OP).any()):
+            warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
+        if len(table) and not (
+            table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
+            or table.mask_kind(K.STEP).any()
+            or table.mask_kind(K.CPU_OP).any()
+        ):
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
         info = rank_info(trace, path, table, self.facts, warnings)
         if trace.truncated:  # events are kept in file order: the last row is the last event before the cut
             last = int(table["ts_ns"][-1]) if len(table) and not self.rounded else -1  # -1: nothing is sure
-            info = replace(info, truncated=True, last_complete_ns=last,
-                           activities_whole=self.trailer_reached and not self.rounded)
+            info = replace(
+                info, truncated=True, last_complete_ns=last, activities_whole=self.trailer_reached and not self.rounded
+            )
         return table, info
 
-    def _collectives(self, cols: dict, strings: dict[str, int], names: list, name_codes: np.ndarray,
-                     world_group: bool) -> int:
+    def _collectives(self, cols: dict, strings: dict[str, int], names: list, name_codes: np.ndarray, world_group: bool) -> int:
         """Fill the collective columns (linking.fill_collectives) on the rows that can hold them only: collective
         args, communication, host collective ops, syncs and the runtime calls that may launch a communication
         kernel (for the launch -> kernel join). Every row set fill_collectives selects lies in those rows, so it sees the same
@@ -248,8 +267,9 @@ class TableBuilder:
             mask[launches[comm_corr[at] == corr[launches]]] = True
         del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
-            return fill_collectives(_with_collective_columns(cols, n), strings, self.coll, names, name_codes,
-                                    world_group=world_group)
+            return fill_collectives(
+                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group=world_group
+            )
         rows = np.flatnonzero(mask)
         del mask
         sub = {k: cols[k][rows] for k in _LINK_READS}
@@ -271,8 +291,7 @@ class TableBuilder:
         name_map = _intern(strings, names)
         cat_map = _intern(strings, cats)
         name_codes, cat_codes = p["name"], p["cat"]
-        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules or RuleSet(), p["has_coll"],
-                                         p["pid"])
+        kind, is_device = classify_kinds(cat_codes, cats, name_codes, names, self.rules or RuleSet(), p["has_coll"], p["pid"])
         tid = p["tid"]
         gloo = {t for (_, t), nm in self.facts.thread_names.items() if "gloo" in str(nm)}
         gloo |= set(np.unique(tid[(kind == K.COMM) & ~is_device]).tolist())
@@ -284,9 +303,18 @@ class TableBuilder:
         n = len(kind)
         ts = p["ts"]
         ts += np.int64(base_ns)  # in place: the builder's buffer becomes the column
-        cols = dict(ts_ns=ts, dur_ns=p["dur"], kind=kind.astype(np.int8), device=device, pid=pid, stream=tid,
-                    name_id=name_map[name_codes], cat_id=cat_map[cat_codes], correlation=p["correlation"],
-                    external_id=p["external"])
+        cols = dict(
+            ts_ns=ts,
+            dur_ns=p["dur"],
+            kind=kind.astype(np.int8),
+            device=device,
+            pid=pid,
+            stream=tid,
+            name_id=name_map[name_codes],
+            cat_id=cat_map[cat_codes],
+            correlation=p["correlation"],
+            external_id=p["external"],
+        )
         del p, cat_codes
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
         comm_from_launch_context(cols, names, name_codes)
@@ -297,8 +325,24 @@ class TableBuilder:
         return EventTable(compact(ordered, _SPARSE_CANDIDATES), tuple(strings)), assumed
 
 
-_OWN = {"ts_ns", "dur_ns", "kind", "device", "pid", "stream", "name_id", "cat_id", "correlation", "external_id",
-        "mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device", "step"}
+_OWN = {
+    "ts_ns",
+    "dur_ns",
+    "kind",
+    "device",
+    "pid",
+    "stream",
+    "name_id",
+    "cat_id",
+    "correlation",
+    "external_id",
+    "mem_bytes",
+    "mem_total",
+    "mem_reserved",
+    "mem_addr",
+    "mem_device",
+    "step",
+}
 # the columns that hold -1 on most rows of most traces: the collective and memory ones
 _SPARSE_CANDIDATES = tuple(k for k in COLUMNS if k not in _OWN) + _SPARSE_PARTS
 
@@ -323,20 +367,20 @@ class _Column:
     def reserve(self, rows: int) -> None:
         if rows > len(self.data):
             grown = _buffer(rows, self.data.dtype)
-            grown[:self.n] = self.data[:self.n]
+            grown[: self.n] = self.data[: self.n]
             self.data = grown
 
     def append(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.data):
             grown = _buffer(max(need, 2 * len(self.data), 1 << 16), self.data.dtype)
-            grown[:self.n] = self.data[:self.n]
+            grown[: self.n] = self.data[: self.n]
             self.data = grown
-        self.data[self.n:need] = values
+        self.data[self.n : need] = values
         self.n = need
 
     def view(self) -> np.ndarray:
-        return self.data[:self.n]
+        return self.data[: self.n]
 
     def __getstate__(self):  # a piece's builder goes back from a worker: only the rows, not the spare capacity
         return self.view(), self.n
@@ -469,8 +513,9 @@ def _floats(values: list) -> np.ndarray:
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
-        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values],
-                        dtype=np.float64)
+        return np.array(
+            [v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values], dtype=np.float64
+        )
 
 
 def _ints(values: list) -> np.ndarray:
@@ -491,8 +536,9 @@ def _intern(strings: dict[str, int], uniques) -> np.ndarray:
     return np.array([strings.setdefault(str(u), len(strings)) for u in uniques] or [0], dtype=np.int32)
 
 
-def build_table(trace: Trace, path: str, rules: RuleSet, warnings: list[str],
-                exact: tuple[list, list] | None = None) -> tuple[EventTable, RankInfo]:
+def build_table(
+    trace: Trace, path: str, rules: RuleSet, warnings: list[str], exact: tuple[list, list] | None = None
+) -> tuple[EventTable, RankInfo]:
     """The whole-file path: ``exact`` is (ts_ns, dur_ns) per trace event decoded exactly, for ns-resolution
     epoch timestamps."""
     events = trace.traceEvents or []

@@ -91,8 +91,9 @@ class CorruptGzip(Exception):
     """zlib gave up part-way; what inflated before it is still good."""
 
 
-def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK,
-               span: tuple[int, int] | None = None):
+def raw_chunks(
+    path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK, span: tuple[int, int] | None = None
+):
     """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream (see
     ``StreamLimits``; an int is the max_bytes limit alone). Regular files only (``files.open_regular``); a read
     error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks. ``span``: only the bytes
@@ -110,7 +111,7 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
         while raw := _read(fh, size if stop is None else min(size, stop - start - total), path, total):
             if inflater is None:
                 if not total and not start and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
-                    raw = raw[len(_BOM):]
+                    raw = raw[len(_BOM) :]
                 if not total and not start:
                     _check_format(raw, path, "")
                 total += len(raw)
@@ -120,10 +121,9 @@ def raw_chunks(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: 
             try:
                 while raw:
                     out = inflater.decompress(raw, size)
-                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data)
-                                                                            if inflater.eof else 0)
+                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data) if inflater.eof else 0)
                     if not total and out.startswith(_BOM):
-                        out = out[len(_BOM):]
+                        out = out[len(_BOM) :]
                     if not total and out:
                         _check_format(out, path, "inflates to ")
                     total += len(out)
@@ -174,30 +174,38 @@ def _read(fh, size: int, path: str, at: int) -> bytes:
     try:
         return fh.read(size)
     except OSError as exc:
-        raise TraceFormatError(f"{path}: read error after {at} bytes ({exc.strerror or exc}); check the disk or "
-                               "re-copy the trace") from None
+        raise TraceFormatError(
+            f"{path}: read error after {at} bytes ({exc.strerror or exc}); check the disk or re-copy the trace"
+        ) from None
 
 
-def _check(limits: StreamLimits, guards: tuple[RunGuard, ...], chunk: bytes, total: int, consumed: int,
-           path: str) -> None:
+def _check(limits: StreamLimits, guards: tuple[RunGuard, ...], chunk: bytes, total: int, consumed: int, path: str) -> None:
     """``consumed``: compressed bytes inflated so far (0 for a plain file)."""
     if total > limits.max_bytes:
-        raise InputLimitError(f"{path}: {'inflates past' if consumed else 'is larger than'} {limits.max_bytes} bytes "
-                              "(a gzip bomb or a huge trace?); raise the limit with --max-trace-bytes (or "
-                              "TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+        raise InputLimitError(
+            f"{path}: {'inflates past' if consumed else 'is larger than'} {limits.max_bytes} bytes "
+            "(a gzip bomb or a huge trace?); raise the limit with --max-trace-bytes (or "
+            "TRACEKIT_MAX_TRACE_BYTES) if it is genuine"
+        )
     if consumed and total > RATIO_FLOOR and total > limits.max_ratio * consumed:
-        raise InputLimitError(f"{path}: {consumed} gzip'ed bytes inflate to {total} (more than {limits.max_ratio:g}x; "
-                              "traces inflate about 10x: a gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO "
-                              "if it is genuine")
+        raise InputLimitError(
+            f"{path}: {consumed} gzip'ed bytes inflate to {total} (more than {limits.max_ratio:g}x; "
+            "traces inflate about 10x: a gzip bomb?); raise the ratio with TRACEKIT_MAX_GZIP_RATIO "
+            "if it is genuine"
+        )
     blank, quote = guards
     if blank.feed(chunk):
-        raise InputLimitError(f"{path}: more than {blank.block} whitespace bytes in a row before byte {total} "
-                              "(padding, a whitespace bomb?); no string tracekit accepts is that long: raise "
-                              "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+        raise InputLimitError(
+            f"{path}: more than {blank.block} whitespace bytes in a row before byte {total} "
+            "(padding, a whitespace bomb?); no string tracekit accepts is that long: raise "
+            "--max-string-bytes (or TRACEKIT_MAX_STRING_BYTES) if it is genuine"
+        )
     if quote.feed(chunk):
-        raise InputLimitError(f"{path}: more than {quote.block} bytes without a '\"' before byte {total} (a string "
-                              "far beyond the string limit, or garbage); raise --max-string-bytes (or "
-                              "TRACEKIT_MAX_STRING_BYTES) if it is genuine")
+        raise InputLimitError(
+            f"{path}: more than {quote.block} bytes without a '\"' before byte {total} (a string "
+            "far beyond the string limit, or garbage); raise --max-string-bytes (or "
+            "TRACEKIT_MAX_STRING_BYTES) if it is genuine"
+        )
 
 
 def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> bytearray:
@@ -241,8 +249,10 @@ class _LoneSurrogates(Exception):
 
 
 _NOT_BLANK = re.compile(rb"[^ \t\r\n]")
-_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 def mend_lone_surrogates(data: bytes | bytearray, path: str) -> tuple[bytes | bytearray, str | None]:
@@ -251,8 +261,9 @@ def mend_lone_surrogates(data: bytes | bytearray, path: str) -> tuple[bytes | by
     mended, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
     if not n:
         return data, None
-    return mended, (f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a "
-                    "character?) read as U+FFFD")
+    return mended, (
+        f"{path}: {n} lone UTF-16 surrogate escapes in strings (a name cut in the middle of a character?) read as U+FFFD"
+    )
 
 
 def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
@@ -268,8 +279,10 @@ def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
 
 
 def too_deep(path: str) -> str:
-    return (f"{path}: JSON nested too deeply (hundreds of levels of arrays or objects); no Kineto trace is, the "
-            "file is corrupt or crafted")
+    return (
+        f"{path}: JSON nested too deeply (hundreds of levels of arrays or objects); no Kineto trace is, the "
+        "file is corrupt or crafted"
+    )
 
 
 def _typed(raw: RawTrace, path: str, warnings: list[str]) -> Trace:
@@ -309,8 +322,10 @@ def check_one_events(data: bytes | bytearray, path: str, start: int, prefix: byt
             data[at + 11] = ord("s")
         at, tries = data.find(_KEY, at + 1), tries + 1
     if found + (1 if prefix else 0) >= 2:
-        raise TraceFormatError(f"{path}: two 'traceEvents' arrays in one trace (a bad merge?); a JSON reader keeps "
-                               "only one of them: merge the arrays into one, or split the file")
+        raise TraceFormatError(
+            f"{path}: two 'traceEvents' arrays in one trace (a bad merge?); a JSON reader keeps "
+            "only one of them: merge the arrays into one, or split the file"
+        )
 
 
 def _untyped(data: bytes | bytearray, path: str) -> Any:
@@ -360,9 +375,15 @@ def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple
         events = obj.get("traceEvents") if isinstance(obj, dict) else None
         if not isinstance(events, list) or not events:
             break
-        return candidate, obj, (f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
-                                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
-                                "export")
+        return (
+            candidate,
+            obj,
+            (
+                f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
+                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
+                "export"
+            ),
+        )
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
 
 
@@ -404,7 +425,5 @@ def exact_times_ns(data: bytes | bytearray) -> tuple[list, list] | None:
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     ts = [int((e.ts * 1000).to_integral_value()) if e.ts is not None and e.ts.is_finite() else None for e in events]
-    dur = [int((e.dur * 1000).to_integral_value()) if e.dur is not None and e.dur.is_finite() else None
-           for e in events]
+    dur = [int((e.dur * 1000).to_integral_value()) if e.dur is not None and e.dur.is_finite() else None for e in events]
     return ts, dur
-

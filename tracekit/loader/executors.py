@@ -27,19 +27,21 @@ def _load_one(job: tuple[Callable[[str, Any], Any], str, Any]) -> Any:
     except RecursionError:
         raise TraceFormatError(too_deep(path)) from None
     except MemoryError:
-        raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such "
-                              "files early") from None
+        raise InputLimitError(
+            f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files early"
+        ) from None
 
 
-def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *, executor=None,
-              progress: bool | None = None) -> list:
+def map_files(
+    load_file: Callable[[str, Any], Any], files: list[str], options, *, executor=None, progress: bool | None = None
+) -> list:
     """``load_file(path, options)`` over ``files`` (a module-level function, so that it pickles), results in the
     same order. TracekitErrors propagate unchanged."""
     jobs = [(load_file, f, options) for f in files]
     if executor is None:
         executor = "serial" if len(files) == 1 or (os.cpu_count() or 1) == 1 else "process"
     if isinstance(executor, str) and executor.startswith("dask://"):
-        return _dask_map(jobs, executor[len("dask://"):])
+        return _dask_map(jobs, executor[len("dask://") :])
     if _is_dask_client(executor):
         return _dask_map(jobs, executor)
     show = sys.stderr.isatty() if progress is None else progress
@@ -51,8 +53,10 @@ def map_files(load_file: Callable[[str, Any], Any], files: list[str], options, *
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 return list(_progress(pool.map(_load_one, jobs), len(jobs), show))
         except BrokenProcessPool:
-            raise TracekitError(f"a loader process died (killed, or out of memory) while loading {len(files)} "
-                                "traces; retry with --executor serial to see which file") from None
+            raise TracekitError(
+                f"a loader process died (killed, or out of memory) while loading {len(files)} "
+                "traces; retry with --executor serial to see which file"
+            ) from None
     if isinstance(executor, Executor):
         return list(_progress(executor.map(_load_one, jobs), len(jobs), show))
     raise ConfigError(f"--executor {executor!r}: expected 'serial', 'process' or 'dask://HOST:PORT'")
@@ -75,8 +79,10 @@ def map_pieces(fn: Callable[[Any], Any], jobs: list, workers: int) -> Iterator[A
                 yield result
                 del result
     except BrokenProcessPool:
-        raise TracekitError(f"a loader process died (killed, or out of memory) while loading {jobs[0][0]} in "
-                            f"{len(jobs)} pieces; retry with --executor serial") from None
+        raise TracekitError(
+            f"a loader process died (killed, or out of memory) while loading {jobs[0][0]} in "
+            f"{len(jobs)} pieces; retry with --executor serial"
+        ) from None
 
 
 def _piece(job: tuple[Callable[[Any], Any], Any]) -> Any:
@@ -88,8 +94,9 @@ def _piece(job: tuple[Callable[[Any], Any], Any]) -> Any:
     except RecursionError:
         raise TraceFormatError(too_deep(arg[0])) from None
     except MemoryError:
-        raise InputLimitError(f"{arg[0]}: out of memory while loading; lower --max-trace-bytes to refuse such "
-                              "files early") from None
+        raise InputLimitError(
+            f"{arg[0]}: out of memory while loading; lower --max-trace-bytes to refuse such files early"
+        ) from None
 
 
 def _progress(iterator, total: int, show: bool):
@@ -128,10 +135,13 @@ def _connect(client_type, address: str):
     traceback (ValueError, OSError after the connect timeout, an AssertionError for a port past 65535)."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--executor dask://{address}: expected dask://HOST:PORT with a port from 1 to 65535 "
-                          "(the scheduler's address)")
+        raise ConfigError(
+            f"--executor dask://{address}: expected dask://HOST:PORT with a port from 1 to 65535 (the scheduler's address)"
+        )
     try:
         return client_type(address, timeout="10s")
     except (OSError, ValueError, TimeoutError, AssertionError) as exc:
-        raise ConfigError(f"--executor dask://{address}: cannot reach the Dask scheduler ({exc}); start it or "
-                          "check the address, or use --executor process") from None
+        raise ConfigError(
+            f"--executor dask://{address}: cannot reach the Dask scheduler ({exc}); start it or "
+            "check the address, or use --executor process"
+        ) from None

@@ -16,8 +16,13 @@ from typing import BinaryIO
 from ..errors import TraceFormatError, TracekitError
 from ..formats.env import check_env, env_limit  # noqa: F401  (they live in formats: documents read limits too)
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -31,8 +36,9 @@ def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what:
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror or exc}); check the path and permissions") from None
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files "
-                    "only") from None
+        raise error(
+            f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files only"
+        ) from None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -40,8 +46,7 @@ def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # swapped between stat and open
-            raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular "
-                        "files only")
+            raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files only")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")

@@ -15,8 +15,15 @@ from ..formats import core
 from ..formats.core import short_repr as _short
 from .structs import DistInfo, PgConfig, Trace
 
-HEADER_FIELDS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "trace_id", "host_name",
-                 "schemaVersion", "computeProperties")
+HEADER_FIELDS = (
+    "distributedInfo",
+    "deviceProperties",
+    "baseTimeNanoseconds",
+    "trace_id",
+    "host_name",
+    "schemaVersion",
+    "computeProperties",
+)
 _SCALARS = (str, int, float, bool)
 _MAX_RANK = 2**31 - 1
 
@@ -41,8 +48,7 @@ def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]
     warnings: list[str] = []
 
     def bad(name: str, value: Any, why: str) -> None:
-        warnings.append(f"{path}: header field {name} = {_short(value)} {why}; dropped it, kept the rest of the "
-                        "header")
+        warnings.append(f"{path}: header field {name} = {_short(value)} {why}; dropped it, kept the rest of the header")
 
     trace = Trace()
     values = dict(values)
@@ -74,9 +80,13 @@ def _dist_info(di: Any, bad: Report) -> DistInfo | None:
         bad("distributedInfo", di, "is not an object")
         return None
     out = DistInfo()
-    for name, ok, why in (("backend", _str, "is not a string"), ("nccl_version", _str, "is not a string"),
-                          ("rank", _int, "is not an integer"), ("pg_count", _count, "is not a count"),
-                          ("world_size", _positive, "is not a positive integer")):
+    for name, ok, why in (
+        ("backend", _str, "is not a string"),
+        ("nccl_version", _str, "is not a string"),
+        ("rank", _int, "is not an integer"),
+        ("pg_count", _count, "is not a count"),
+        ("world_size", _positive, "is not a positive integer"),
+    ):
         v = di.get(name)
         if v is None:
             continue
@@ -114,9 +124,12 @@ def _ranks(v: Any) -> bool:
 
 
 _PG_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("pg_name", _name, "is not a string or an integer"), ("uid", _name, "is not a string or an integer"),
-    ("pg_desc", _str, "is not a string"), ("backend_config", _str, "is not a string"),
-    ("pg_size", _count, "is not a count"), ("ranks", _ranks, "is not a list of ranks (0 to 2**31) or a string"),
+    ("pg_name", _name, "is not a string or an integer"),
+    ("uid", _name, "is not a string or an integer"),
+    ("pg_desc", _str, "is not a string"),
+    ("backend_config", _str, "is not a string"),
+    ("pg_size", _count, "is not a count"),
+    ("ranks", _ranks, "is not a list of ranks (0 to 2**31) or a string"),
 )
 
 

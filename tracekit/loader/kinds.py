@@ -112,7 +112,7 @@ def _thread_id(t) -> int:
 def int_or_absent(v) -> int:
     """An int64 cell: an int or a finite float within ±2**62, else absent (-1): None, strings, bools, huge values."""
     if type(v) is int:
-        return v if -2**62 < v < 2**62 else ABSENT
+        return v if -(2**62) < v < 2**62 else ABSENT
     if type(v) is float and v == v and abs(v) < 2**62:
         return int(v)
     return ABSENT
@@ -143,9 +143,15 @@ def _device_pid_codes(codes: np.ndarray, n: int, cat_codes: np.ndarray, cats: Se
     return (np.bincount(codes[dev_cat], minlength=n) > 0) & (np.bincount(codes[host_cat], minlength=n) == 0)
 
 
-def classify_kinds(cat_codes: np.ndarray, cats: Sequence[str], name_codes: np.ndarray, names: Sequence[str],
-                   rules: RuleSet, has_coll: np.ndarray, pid: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def classify_kinds(
+    cat_codes: np.ndarray,
+    cats: Sequence[str],
+    name_codes: np.ndarray,
+    names: Sequence[str],
+    rules: RuleSet,
+    has_coll: np.ndarray,
+    pid: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(kind, is_device) per row. Rules run on the unique names only.
 
     Device or host: the category's place, and a host-category event (a runtime call) on a device pid is the

@@ -48,8 +48,10 @@ def _int(value) -> int:
 def _issuer_names(names: list[str]) -> np.ndarray:
     """Per unique name: a host op that issues a device collective (c10d::*, record_param_comms, nccl:*, ...;
     not gloo, which runs no device work, nor a wait)."""
-    return np.array([HOST_COMM_OP.match(n) is not None and not n.startswith("gloo:") and "wait" not in n
-                     for n in names] or [False], dtype=bool)
+    return np.array(
+        [HOST_COMM_OP.match(n) is not None and not n.startswith("gloo:") and "wait" not in n for n in names] or [False],
+        dtype=bool,
+    )
 
 
 def comm_from_launch_context(cols, names: list[str], name_codes: np.ndarray) -> int:
@@ -107,8 +109,11 @@ def _dims_nelems(dims) -> int | None:
     if not isinstance(dims, list) or not dims:
         return None
     first = dims[0]
-    shapes = [first] if isinstance(first, list) and all(isinstance(d, int) for d in first) else (
-        first if isinstance(first, list) else [])
+    shapes = (
+        [first]
+        if isinstance(first, list) and all(isinstance(d, int) for d in first)
+        else (first if isinstance(first, list) else [])
+    )
     total = 0
     for shape in shapes:
         if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
@@ -166,18 +171,32 @@ class CollRecords:
         t = self._code
         if a.coll_name is None and a.in_nelems is None and a.in_size is None:  # a host op before 2024: its name
             op = normalize_op(name.split("::")[-1].split(":")[-1])
-            return ((t(op), -1, -1, -1, t(_dims_dtype(a.input_type)), -1, -1),
-                    (ABSENT, _put_int("in_nelems", _dims_nelems(a.input_dims)), ABSENT, ABSENT, ABSENT, ABSENT))
+            return (
+                (t(op), -1, -1, -1, t(_dims_dtype(a.input_type)), -1, -1),
+                (ABSENT, _put_int("in_nelems", _dims_nelems(a.input_dims)), ABSENT, ABSENT, ABSENT, ABSENT),
+            )
         known = self._ops.get(a.coll_name)
         if known is None:
             known = self._ops[a.coll_name] = normalize_op(a.coll_name)
-        return ((t(known), t(_text(a.pg_name if a.pg_name is not None else a.pg_id)), t(a.pg_desc), t(_text(a.pg_ranks)),
-                 t(a.dtype), t(_text(a.in_split)), t(_text(a.out_split))),
-                (_put_int("group_size", _int(a.group_size)),
-                 _put_int("in_nelems", _int(a.in_nelems if a.in_nelems is not None else a.in_size)),
-                 _put_int("out_nelems", _int(a.out_nelems if a.out_nelems is not None else a.out_size)),
-                 _put_int("seq", _int(a.seq)), _put_int("src_rank", _int(a.src_rank)),
-                 _put_int("dst_rank", _int(a.dst_rank))))
+        return (
+            (
+                t(known),
+                t(_text(a.pg_name if a.pg_name is not None else a.pg_id)),
+                t(a.pg_desc),
+                t(_text(a.pg_ranks)),
+                t(a.dtype),
+                t(_text(a.in_split)),
+                t(_text(a.out_split)),
+            ),
+            (
+                _put_int("group_size", _int(a.group_size)),
+                _put_int("in_nelems", _int(a.in_nelems if a.in_nelems is not None else a.in_size)),
+                _put_int("out_nelems", _int(a.out_nelems if a.out_nelems is not None else a.out_size)),
+                _put_int("seq", _int(a.seq)),
+                _put_int("src_rank", _int(a.src_rank)),
+                _put_int("dst_rank", _int(a.dst_rank)),
+            ),
+        )
 
     def _code(self, text) -> int:
         if not text:
@@ -235,19 +254,28 @@ def _put_int(key: str, value) -> int:
     return ABSENT
 
 
-def fill_collectives(cols, strings: dict[str, int], records: CollRecords, names: list[str], name_codes,
-                     world_group: bool = False) -> int:
+def fill_collectives(
+    cols, strings: dict[str, int], records: CollRecords, names: list[str], name_codes, world_group: bool = False
+) -> int:
     """``records``: the rows whose args carry collective metadata (``CollRecords``, rows in this table's
     numbering). ``world_group``: the trace names no process groups; collectives without one are put on the
     world group (default_pg, name "0"). Returns how many were."""
+
     def sid(text: str | None) -> int:
         return ABSENT if not text else strings.setdefault(text, len(strings))
 
-    def put(i: int, *, op=None, pg_name=None, pg_desc=None, ranks=None, dtype=None, in_split=None,
-            out_split=None, **ints) -> None:
-        for key, value in (("coll_op_id", op), ("pg_name_id", pg_name), ("pg_desc_id", pg_desc),
-                           ("pg_ranks_id", ranks), ("dtype_id", dtype), ("in_split_id", in_split),
-                           ("out_split_id", out_split)):
+    def put(
+        i: int, *, op=None, pg_name=None, pg_desc=None, ranks=None, dtype=None, in_split=None, out_split=None, **ints
+    ) -> None:
+        for key, value in (
+            ("coll_op_id", op),
+            ("pg_name_id", pg_name),
+            ("pg_desc_id", pg_desc),
+            ("pg_ranks_id", ranks),
+            ("dtype_id", dtype),
+            ("in_split_id", in_split),
+            ("out_split_id", out_split),
+        ):
             if value:
                 cols[key][i] = sid(value)
         for key, value in ints.items():
@@ -266,11 +294,24 @@ def fill_collectives(cols, strings: dict[str, int], records: CollRecords, names:
         if ann is None:
             continue
         parsed[int(i)] = ann
-        put(int(i), op=normalize_op(ann.op) or ann.op, pg_name=ann.pg_name, pg_desc=ann.pg_desc,
-            ranks=f"[{', '.join(ann.ranks.split(','))}]" if ann.ranks else None, dtype=ann.dtype,
-            in_split=ann.in_split, out_split=ann.out_split, in_nelems=ann.in_nelems, out_nelems=ann.out_nelems,
-            in_bytes=ann.in_bytes, out_bytes=ann.out_bytes, seq=ann.seq, src_rank=ann.src_rank,
-            dst_rank=ann.dst_rank, group_size=len(ann.ranks_tuple) or None)
+        put(
+            int(i),
+            op=normalize_op(ann.op) or ann.op,
+            pg_name=ann.pg_name,
+            pg_desc=ann.pg_desc,
+            ranks=f"[{', '.join(ann.ranks.split(','))}]" if ann.ranks else None,
+            dtype=ann.dtype,
+            in_split=ann.in_split,
+            out_split=ann.out_split,
+            in_nelems=ann.in_nelems,
+            out_nelems=ann.out_nelems,
+            in_bytes=ann.in_bytes,
+            out_bytes=ann.out_bytes,
+            seq=ann.seq,
+            src_rank=ann.src_rank,
+            dst_rank=ann.dst_rank,
+            group_size=len(ann.ranks_tuple) or None,
+        )
     _op_from_host_names(cols, names, name_codes, sid)
     _link_device_kernels(cols, strings)
     # 3. op from the name where nothing better is known (gloo spans: their own op, then the annotation's rest)
@@ -348,8 +389,7 @@ def _link_device_kernels(cols, strings: dict[str, int]) -> None:
     kind = cols["kind"]
     send_recv, all_to_all = strings.get("send_recv", -2), strings.get("all_to_all", -2)
     op = cols["coll_op_id"]
-    need = np.flatnonzero((kind == K.COMM) & (cols["device"] >= 0) & ((op < 0) | (op == send_recv))
-                          & (cols["correlation"] >= 0))
+    need = np.flatnonzero((kind == K.COMM) & (cols["device"] >= 0) & ((op < 0) | (op == send_recv)) & (cols["correlation"] >= 0))
     hosts = np.flatnonzero((kind == K.CPU_COMM_OP) & ((cols["coll_op_id"] >= 0) | (cols["in_nelems"] >= 0)))
     rt = np.flatnonzero((kind == K.RUNTIME) & (cols["correlation"] >= 0))
     if not (len(need) and len(hosts) and len(rt)):
@@ -378,9 +418,15 @@ def _link_device_kernels(cols, strings: dict[str, int]) -> None:
 
 # gloo carries some collectives out as another op: reduce_scatter as an all_reduce plus a slice, a ring exchange
 # written as all_to_all_single as an all_to_all. A span may answer an annotation of any op in its class.
-_SPAN_OPS = {"reduce_scatter": ("reduce_scatter", "all_reduce"), "send_recv": ("all_to_all", "send", "recv"),
-             "send": ("send", "all_to_all"), "recv": ("recv", "all_to_all"), "all_gather": ("all_gather",),
-             "gather": ("gather", "all_gather"), "scatter": ("scatter", "all_to_all")}
+_SPAN_OPS = {
+    "reduce_scatter": ("reduce_scatter", "all_reduce"),
+    "send_recv": ("all_to_all", "send", "recv"),
+    "send": ("send", "all_to_all"),
+    "recv": ("recv", "all_to_all"),
+    "all_gather": ("all_gather",),
+    "gather": ("gather", "all_gather"),
+    "scatter": ("scatter", "all_to_all"),
+}
 
 
 def _link_gloo_spans(cols, parsed: dict, strings: dict[str, int]) -> None:
@@ -417,8 +463,11 @@ def _match_spans(cols, parsed, strings, spans, issues, thread_group: dict, calle
     for s in spans:
         span_op = text.get(int(cols["coll_op_id"][s]), "")
         start = cols["ts_ns"][s]
-        heads = {pg: q[0] for pg, q in pending.items() if q and cols["ts_ns"][q[0]] <= start
-                 and span_op in _SPAN_OPS.get(parsed[q[0]].op, (parsed[q[0]].op,))}
+        heads = {
+            pg: q[0]
+            for pg, q in pending.items()
+            if q and cols["ts_ns"][q[0]] <= start and span_op in _SPAN_OPS.get(parsed[q[0]].op, (parsed[q[0]].op,))
+        }
         thread = int(cols["stream"][s])
         pg = thread_group.get(thread, learnt.get(thread))
         if pg not in heads:

@@ -77,8 +77,10 @@ def load_file(path: str, options: LoadOptions | None = None) -> tuple[EventTable
     except RecursionError:
         raise TraceFormatError(too_deep(path)) from None
     except MemoryError:
-        raise InputLimitError(f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files "
-                              "early, or load on a machine with more memory") from None
+        raise InputLimitError(
+            f"{path}: out of memory while loading; lower --max-trace-bytes to refuse such files "
+            "early, or load on a machine with more memory"
+        ) from None
     release_free_memory()  # what the decoded events and pieces left in the heap, before the analyzers allocate
     table, info = check_table(table, info, path, options.max_string_bytes)
     if options.cache and stamp is not None:
@@ -144,8 +146,9 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     return assemble(files, results, manifest, (*options.rules.notes, *manifest_warnings))
 
 
-def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict,
-             notes: Sequence[str] = ()) -> TraceSet:
+def assemble(
+    files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict, notes: Sequence[str] = ()
+) -> TraceSet:
     """``notes``: run-wide warnings from the options (a user pattern RE2 cannot run)."""
     tables: dict[int, EventTable] = {}
     infos: dict[int, RankInfo] = {}
@@ -156,36 +159,48 @@ def assemble(files: list[str], results: Iterable[tuple[EventTable, RankInfo]], m
         rank = info.rank
         if rank < 0 or info.generation.get("rank") == "absent":
             if len(files) > 1:
-                raise MissingRankError(f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
-                                       "given; load it alone or re-record with torch.distributed initialised")
-            what = ("no distributedInfo" if info.generation.get("distributed_info", "absent") == "absent"
-                    else "no usable rank in distributedInfo")
+                raise MissingRankError(
+                    f"{path}: no distributedInfo.rank in the trace, and {len(files)} traces were "
+                    "given; load it alone or re-record with torch.distributed initialised"
+                )
+            what = (
+                "no distributedInfo"
+                if info.generation.get("distributed_info", "absent") == "absent"
+                else "no usable rank in distributedInfo"
+            )
             warnings.append(f"{path}: {what}; treated as rank 0 of a 1-rank run")
             rank = 0
             info = replace(info, rank=0, world_size=1)
         if rank in tables:
-            raise MissingRankError(f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
-                                   "remove the duplicate or load the runs separately")
+            raise MissingRankError(
+                f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
+                "remove the duplicate or load the runs separately"
+            )
         tables[rank], infos[rank] = table, info
         warnings += list(info.warnings)
     worlds = {i.world_size for i in infos.values() if i.world_size > 0}
     if len(worlds) > 1:
-        raise MissingRankError(f"traces of different runs mixed: world sizes {sorted(worlds)} in "
-                               f"{os.path.dirname(files[0]) or '.'}; load each run's directory separately")
+        raise MissingRankError(
+            f"traces of different runs mixed: world sizes {sorted(worlds)} in "
+            f"{os.path.dirname(files[0]) or '.'}; load each run's directory separately"
+        )
     world = worlds.pop() if worlds else max(len(tables), max(tables, default=-1) + 1)
     infos = {r: i if i.world_size > 0 else replace(i, world_size=world) for r, i in infos.items()}
     missing = sorted(set(range(world)) - set(tables)) if len(tables) > 1 else []
     if missing:
-        warnings.append(f"ranks {_ranges(missing)} of {world} have no trace; cross-rank figures cover the loaded "
-                        f"ranks only")
+        warnings.append(f"ranks {_ranges(missing)} of {world} have no trace; cross-rank figures cover the loaded ranks only")
     warnings += _mixed_run_warnings(tables)
     backend = next((i.backend for i in infos.values() if i.backend), "")
     layout = _manifest_layout(manifest, warnings)
     groups = manifest.get("process_groups")
-    dims = {str(g.get("name")): str(g.get("dimension")) for g in (groups if isinstance(groups, list) else [])
-            if isinstance(g, dict) and g.get("dimension")}
-    meta = RunMetadata(world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest,
-                       warnings=tuple(warnings))
+    dims = {
+        str(g.get("name")): str(g.get("dimension"))
+        for g in (groups if isinstance(groups, list) else [])
+        if isinstance(g, dict) and g.get("dimension")
+    }
+    meta = RunMetadata(
+        world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest, warnings=tuple(warnings)
+    )
     return TraceSet(tables, infos, meta)
 
 
@@ -208,8 +223,10 @@ def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:
     lo, hi = min(starts, key=lambda r: starts[r]), max(starts, key=lambda r: starts[r])
     gap_s = (starts[hi] - starts[lo]) / 1e9
     if gap_s > 3600:
-        return [f"rank {hi} starts {gap_s:.0f} s after rank {lo}: these traces look like different runs; "
-                "cross-rank figures will not be meaningful"]
+        return [
+            f"rank {hi} starts {gap_s:.0f} s after rank {lo}: these traces look like different runs; "
+            "cross-rank figures will not be meaningful"
+        ]
     return []
 
 

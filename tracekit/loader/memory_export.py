@@ -21,8 +21,7 @@ from ..errors import TraceFormatError
 from ..formats import core
 
 ACTIONS = {1: "preexisting", 2: "create", 3: "increment_version", 4: "destroy"}
-CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
-              "unknown")
+CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail", "unknown")
 FIX = "give the file torch.profiler's export_memory_timeline writes for a path ending in .raw.json.gz"
 MAX_BYTES = 2**31
 
@@ -51,13 +50,22 @@ def read_memory_export(path: str | os.PathLike) -> MemoryExport:
     if not data.strip():
         raise TraceFormatError(f"{name}: empty file; {FIX}")
     if data.lstrip()[:1] == b"{":
-        raise TraceFormatError(f"{name}: a JSON object (a Kineto trace? `tracekit analyze` reads those), not torch's "
-                               f"raw memory timeline (a list); {FIX}")
-    rows = core.decode(data, list[Entry], source=name, error=TraceFormatError,
-                       fix="each entry must be [timestamp_ns, action 1-4, bytes, category 0-7]; " + FIX)
+        raise TraceFormatError(
+            f"{name}: a JSON object (a Kineto trace? `tracekit analyze` reads those), not torch's "
+            f"raw memory timeline (a list); {FIX}"
+        )
+    rows = core.decode(
+        data,
+        list[Entry],
+        source=name,
+        error=TraceFormatError,
+        fix="each entry must be [timestamp_ns, action 1-4, bytes, category 0-7]; " + FIX,
+    )
     if not rows:
-        raise TraceFormatError(f"{name}: no memory events (an empty list); was profile_memory=True with "
-                               "record_shapes and with_stack set, and did the profiled code allocate?")
+        raise TraceFormatError(
+            f"{name}: no memory events (an empty list); was profile_memory=True with "
+            "record_shapes and with_stack set, and did the profiled code allocate?"
+        )
     arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
     ts, action, nbytes, category = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
     _check(name, ts, action, nbytes)

@@ -56,9 +56,11 @@ class _TimedMatcher:
             return self._regex.search(text, timeout=MATCH_TIMEOUT_S)
         except TimeoutError:
             name = text if len(text) <= 60 else text[:57] + "..."
-            raise ConfigError(f"pattern {self._pattern[:60]!r}: one search of the name {name!r} ran past "
-                              f"{MATCH_TIMEOUT_S} s (catastrophic backtracking); rewrite it without nested repeats, "
-                              "or without backreferences and lookaround so that RE2 runs it in linear time") from None
+            raise ConfigError(
+                f"pattern {self._pattern[:60]!r}: one search of the name {name!r} ran past "
+                f"{MATCH_TIMEOUT_S} s (catastrophic backtracking); rewrite it without nested repeats, "
+                "or without backreferences and lookaround so that RE2 runs it in linear time"
+            ) from None
 
 
 def _regex() -> Any:
@@ -105,8 +107,9 @@ def check_pattern(pattern: Any, where: str) -> str | None:
         raise ConfigError(f"{where}: the pattern must be a string, not {type(pattern).__name__}")
     size = len(pattern.encode("utf-8", "surrogatepass"))
     if size > MAX_PATTERN_BYTES:
-        raise ConfigError(f"{where}: a pattern of {size} bytes (limit {MAX_PATTERN_BYTES}); a kernel-name rule is a "
-                          "short regular expression")
+        raise ConfigError(
+            f"{where}: a pattern of {size} bytes (limit {MAX_PATTERN_BYTES}); a kernel-name rule is a short regular expression"
+        )
     re2 = _re2()
     why = "google-re2 is not installed"
     if re2 is not None:
@@ -130,14 +133,18 @@ def check_pattern(pattern: Any, where: str) -> str | None:
     if rx is not None:
         try:
             rx.compile(pattern)
-            return (f"{where}: the pattern needs a backtracking regex engine (RE2: {why}); it runs on the regex "
-                    f"module, each search stopped after {MATCH_TIMEOUT_S} s (RE2 runs all but backreferences, "
-                    "lookaround, \\Z and counted repeats over 1000, in linear time)")
+            return (
+                f"{where}: the pattern needs a backtracking regex engine (RE2: {why}); it runs on the regex "
+                f"module, each search stopped after {MATCH_TIMEOUT_S} s (RE2 runs all but backreferences, "
+                "lookaround, \\Z and counted repeats over 1000, in linear time)"
+            )
         except (rx.error, RecursionError, OverflowError):
             pass
-    return (f"{where}: the pattern needs Python's backtracking regex engine (RE2: {why}); matching it is "
-            "not protected against catastrophic backtracking (RE2 runs all but backreferences, lookaround, \\Z "
-            "and counted repeats over 1000)")
+    return (
+        f"{where}: the pattern needs Python's backtracking regex engine (RE2: {why}); matching it is "
+        "not protected against catastrophic backtracking (RE2 runs all but backreferences, lookaround, \\Z "
+        "and counted repeats over 1000)"
+    )
 
 
 def _text(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ class Facts:
 
     def note_kept(self, kept) -> None:
         if len(self.first_ts) < 1000:
-            self.first_ts += [e.ts for e in kept[:1000 - len(self.first_ts)]]
+            self.first_ts += [e.ts for e in kept[: 1000 - len(self.first_ts)]]
         if self.msg_style is None:
             for e in kept:
                 a = e.args
@@ -53,9 +53,15 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         pg_style = "pg_desc" if pg.pg_desc is not None else ("uid" if pg.uid is not None else pg_style)
         name = pg.pg_name if pg.pg_name is not None else pg.uid
         ranks = pg.ranks if isinstance(pg.ranks, list) else list(parse_ranks(pg.ranks))
-        groups.append(ProcessGroup("" if name is None else str(name), pg.pg_desc or "",
-                                   tuple(int(r) for r in ranks if isinstance(r, int)),
-                                   int(pg.pg_size or len(ranks)), pg.backend_config or ""))
+        groups.append(
+            ProcessGroup(
+                "" if name is None else str(name),
+                pg.pg_desc or "",
+                tuple(int(r) for r in ranks if isinstance(r, int)),
+                int(pg.pg_size or len(ranks)),
+                pg.backend_config or "",
+            )
+        )
     device_type, cats = _device_type(trace, table)
     if len(table) and not cats & KNOWN_CATS:  # a Kineto trace that recorded nothing still has its "Trace" span
         raise TraceFormatError(_not_kineto(path, table))
@@ -63,22 +69,29 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
     nccl = di is not None and "nccl" in str(di.backend or "")
     if device_type == "cpu" and len(table) and (gpus or nccl):
         why = f"deviceProperties lists {gpus} GPUs" if gpus else "its backend is NCCL"
-        warnings.append(f"{path}: {why} but the trace holds no device activity (was ProfilerActivity.CUDA "
-                        "recorded?); analysed as a CPU-only run, so host operators count as compute")
+        warnings.append(
+            f"{path}: {why} but the trace holds no device activity (was ProfilerActivity.CUDA "
+            "recorded?); analysed as a CPU-only run, so host operators count as compute"
+        )
     if "cuda_profiler_range" in cats and "kernel" not in cats:
         n = int(np.count_nonzero(table["cat_id"] == table.strings.index("cuda_profiler_range")))
-        warnings.append(f"{path}: recorded in CUPTI range-profiler mode: its {n} device events are profiler ranges "
-                        "(kernels replayed to read counters), not individual kernel executions; their times are "
-                        "not the kernels' times, so compute, overlap and idle figures do not describe the run")
+        warnings.append(
+            f"{path}: recorded in CUPTI range-profiler mode: its {n} device events are profiler ranges "
+            "(kernels replayed to read counters), not individual kernel executions; their times are "
+            "not the kernels' times, so compute, overlap and idle figures do not describe the run"
+        )
     if facts.begin_end:
-        warnings.append(f"{path}: ignored {facts.begin_end} begin/end events (ph 'B'/'E'); tracekit reads complete "
-                        "events (ph 'X') as Kineto writes them, so the time inside those pairs is not measured; "
-                        "export the trace with torch.profiler, or convert each B/E pair to one X event")
+        warnings.append(
+            f"{path}: ignored {facts.begin_end} begin/end events (ph 'B'/'E'); tracekit reads complete "
+            "events (ph 'X') as Kineto writes them, so the time inside those pairs is not measured; "
+            "export the trace with torch.profiler, or convert each B/E pair to one X event"
+        )
     ints = [t for t in facts.first_ts if t is not None]
     flow_cats = facts.flow_cats
     generation = {
-        "distributed_info": "absent" if di is None else ("pg_config" if di.pg_config else "basic")
-        + ("+nccl_version" if di is not None and di.nccl_version else ""),
+        "distributed_info": "absent"
+        if di is None
+        else ("pg_config" if di.pg_config else "basic") + ("+nccl_version" if di is not None and di.nccl_version else ""),
         "pg_config": pg_style,
         "msg_fields": facts.msg_style or "none",
         "flow_category": next((c for c in ("ac2g", "async_cpu_to_gpu", "async_gpu", "async") if c in flow_cats), "none"),
@@ -88,12 +101,21 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         "categories": generation_of(cats),
         "rank": "present" if has_rank else "absent",
     }
-    return RankInfo(rank=rank, world_size=world, backend=(di.backend or "") if di is not None else "",
-                    source=path, process_groups=tuple(groups), device_type=device_type,
-                    device_properties=tuple(trace.deviceProperties or ()),
-                    base_time_ns=int(trace.baseTimeNanoseconds or 0), trace_id=str(trace.trace_id or ""),
-                    nccl_version=(di.nccl_version or "") if di is not None else "",
-                    host_name=str(trace.host_name or ""), generation=generation, warnings=tuple(warnings))
+    return RankInfo(
+        rank=rank,
+        world_size=world,
+        backend=(di.backend or "") if di is not None else "",
+        source=path,
+        process_groups=tuple(groups),
+        device_type=device_type,
+        device_properties=tuple(trace.deviceProperties or ()),
+        base_time_ns=int(trace.baseTimeNanoseconds or 0),
+        trace_id=str(trace.trace_id or ""),
+        nccl_version=(di.nccl_version or "") if di is not None else "",
+        host_name=str(trace.host_name or ""),
+        generation=generation,
+        warnings=tuple(warnings),
+    )
 
 
 def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
@@ -104,17 +126,20 @@ def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     if not dev_mask.any():
         return "cpu", cats
-    platforms = sorted({PLATFORM_OF_GENERATION[BY_CAT[c].generation] for c in cats
-                        if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION})
+    platforms = sorted(
+        {
+            PLATFORM_OF_GENERATION[BY_CAT[c].generation]
+            for c in cats
+            if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION
+        }
+    )
     if platforms:
         return "+".join(platforms), cats
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)]
     rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
-        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or [])
+        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or []
+    )
     return ("rocm" if rocm else "cuda"), cats
-
-
-
 
 
 def _not_kineto(path: str, table: EventTable) -> str:
@@ -125,6 +150,8 @@ def _not_kineto(path: str, table: EventTable) -> str:
     top = sorted(zip(counts.tolist(), codes.tolist()), reverse=True)[:3]
     names = [table.strings[c] if 0 <= c < len(table.strings) else "" for _, c in top]
     seen = ", ".join(f"{repr(name) if name else 'none'} ×{n}" for name, (n, _) in zip(names, top))
-    return (f"{path}: none of its {len(table)} events is in a category PyTorch's profiler writes (cat: {seen}); "
-            "not a PyTorch profiler (Kineto) trace -- a JAX/XLA, Perfetto or other Chrome trace? Record the run with "
-            "torch.profiler and export_chrome_trace")
+    return (
+        f"{path}: none of its {len(table)} events is in a category PyTorch's profiler writes (cat: {seen}); "
+        "not a PyTorch profiler (Kineto) trace -- a JAX/XLA, Perfetto or other Chrome trace? Record the run with "
+        "torch.profiler and export_chrome_trace"
+    )

@@ -54,8 +54,9 @@ def plan(path: str, body_at: int, size: int, pieces: int) -> list[tuple[int, int
     return [(bounds[i], bounds[i + 1], i == len(cuts) - 1) for i in range(len(cuts))]
 
 
-def decode_piece(job: tuple[str, tuple[int, int, bool], StreamLimits, str | None]
-                 ) -> tuple[TableBuilder, handoff.Handoff | None, object, float]:
+def decode_piece(
+    job: tuple[str, tuple[int, int, bool], StreamLimits, str | None],
+) -> tuple[TableBuilder, handoff.Handoff | None, object, float]:
     """A worker: one byte range -> (its builder, the shared-memory file holding the builder's arrays or None when
     they stay in it, the trailing header fields for the last piece, CPU seconds: the piece's cost whatever else
     shares the core, which is what scaling estimates are made of). ``job[3]``: the handoff file prefix, None to
@@ -101,8 +102,10 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
     if gz or workers < 2 or size < MIN_SPLIT_BYTES or multiprocessing.current_process().daemon:
         raise NotStreamable("not a big plain-JSON trace with cores to spare (or a daemon process: no children)")
     if size > limits.max_bytes:  # the serial reader refuses it as the bytes stream; here before any work
-        raise InputLimitError(f"{path}: is larger than {limits.max_bytes} bytes (a gzip bomb or a huge trace?); raise "
-                              "the limit with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine")
+        raise InputLimitError(
+            f"{path}: is larger than {limits.max_bytes} bytes (a gzip bomb or a huge trace?); raise "
+            "the limit with --max-trace-bytes (or TRACEKIT_MAX_TRACE_BYTES) if it is genuine"
+        )
     t0 = time.perf_counter()
     stream = EventStream(path, limits)
     head, body_at = stream.head()
@@ -136,6 +139,12 @@ def load_split(path: str, limits: StreamLimits, rules: RuleSet, workers: int, st
     assert tail is not None  # the last piece's (plan gives at least one)
     header = stream.merge(head, tail)
     if stats is not None:
-        stats.update(scan_s=t1 - t0, pool_s=t2 - t1 - absorb_s, absorb_s=absorb_s, piece_cpu_s=cpu,
-                     piece_bytes=[s[1] - s[0] for s in spans], pieces_shared=shared)
+        stats.update(
+            scan_s=t1 - t0,
+            pool_s=t2 - t1 - absorb_s,
+            absorb_s=absorb_s,
+            piece_cpu_s=cpu,
+            piece_bytes=[s[1] - s[0] for s in spans],
+            pieces_shared=shared,
+        )
     return builder, header, list(stream.warnings)

@@ -53,8 +53,13 @@ class EventStream:
     ``baseTimeNanoseconds``, come after the events in Kineto's files) and ``warnings`` the header fields that
     were dropped."""
 
-    def __init__(self, path: str, limits: StreamLimits | None = None, piece_bytes: int | None = None,
-                 span: tuple[int, int, bool] | None = None):
+    def __init__(
+        self,
+        path: str,
+        limits: StreamLimits | None = None,
+        piece_bytes: int | None = None,
+        span: tuple[int, int, bool] | None = None,
+    ):
         """``span``: (start, stop, last) -- only the events in bytes [start, stop) of a plain file, ``start`` at
         an event's ``{`` and ``stop`` just after an event's ``,`` (or the end of the file when ``last``): one
         piece of a split trace (``split``). Then ``header`` stays None and ``tail`` holds what follows the events
@@ -144,6 +149,7 @@ class EventStream:
             for chunk in chunks:
                 seen[0] += len(chunk)
                 yield chunk
+
         try:
             buf, head = self._head(counted())
         finally:
@@ -185,14 +191,14 @@ class EventStream:
             pos = buf.rfind(b"{", lo, end)
             if pos <= 0:
                 break
-            before = bytes(buf[max(0, pos - 64):pos]).rstrip()
+            before = bytes(buf[max(0, pos - 64) : pos]).rstrip()
             if not before:  # a long blank run before the '{' (shorter than the limit on blank runs)
-                before = bytes(buf[max(0, pos - self.limits.blank_block):pos]).rstrip()[-64:]
+                before = bytes(buf[max(0, pos - self.limits.blank_block) : pos]).rstrip()[-64:]
             if before.endswith(b",") and before[:-1].rstrip().endswith(b"}"):
                 close = buf.rfind(b"}", 0, pos)
                 piece = bytearray(b"[")
                 with memoryview(buf) as view:
-                    piece += view[:close + 1]
+                    piece += view[: close + 1]
                 piece += b"]"
                 try:
                     return _EVENTS_DECODER.decode(piece), pos
@@ -219,7 +225,6 @@ class EventStream:
 
     def merge(self, head: RawTrace, tail: RawTrace) -> Trace:
         """The header from the fields before the events and after them (those after win); sets ``warnings``."""
-        values = {name: getattr(tail, name) if getattr(tail, name) is not None else getattr(head, name)
-                  for name in HEADER_FIELDS}
+        values = {name: getattr(tail, name) if getattr(tail, name) is not None else getattr(head, name) for name in HEADER_FIELDS}
         trace, self.warnings = clean_header(values, self.path)
         return trace

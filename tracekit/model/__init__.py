@@ -14,12 +14,26 @@ if TYPE_CHECKING:
     from .layout import CpKind, Dimension, LayoutError, ParallelLayout
     from .traceset import ProcessGroup, RankInfo, RunMetadata, TraceSet
 
-_LAZY = {**{n: ".events" for n in ("COLUMNS", "SCHEMA_VERSION", "EventKind", "EventTable")},
-         **{n: ".layout" for n in ("CpKind", "Dimension", "LayoutError", "ParallelLayout")},
-         **{n: ".traceset" for n in ("ProcessGroup", "RankInfo", "RunMetadata", "TraceSet")}}
+_LAZY = {
+    **{n: ".events" for n in ("COLUMNS", "SCHEMA_VERSION", "EventKind", "EventTable")},
+    **{n: ".layout" for n in ("CpKind", "Dimension", "LayoutError", "ParallelLayout")},
+    **{n: ".traceset" for n in ("ProcessGroup", "RankInfo", "RunMetadata", "TraceSet")},
+}
 
-__all__ = ["COLUMNS", "SCHEMA_VERSION", "CpKind", "Dimension", "EventKind", "EventTable", "LayoutError",
-           "ParallelLayout", "ProcessGroup", "RankInfo", "RunMetadata", "TraceSet"]
+__all__ = [
+    "COLUMNS",
+    "SCHEMA_VERSION",
+    "CpKind",
+    "Dimension",
+    "EventKind",
+    "EventTable",
+    "LayoutError",
+    "ParallelLayout",
+    "ProcessGroup",
+    "RankInfo",
+    "RunMetadata",
+    "TraceSet",
+]
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())

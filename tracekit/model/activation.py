@@ -24,8 +24,15 @@ class SavedTensorRecord:
     produced_by: str = ""  # the grad_fn of the saved tensor ("" for a leaf or a tensor made without grad)
 
     def to_dict(self) -> dict:
-        return {"module": self.module, "layer": self.layer, "shape": list(self.shape), "dtype": self.dtype,
-                "nbytes": self.nbytes, "counted_bytes": self.counted_bytes, "produced_by": self.produced_by}
+        return {
+            "module": self.module,
+            "layer": self.layer,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "nbytes": self.nbytes,
+            "counted_bytes": self.counted_bytes,
+            "produced_by": self.produced_by,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +73,16 @@ class StepActivation:
         return replace(self, peak_bytes=peak, peak_over_start_bytes=over)
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "saved_bytes": self.saved_bytes, "outside_layers_bytes": self.outside_layers_bytes,
-                "peak_bytes": self.peak_bytes, "peak_over_start_bytes": self.peak_over_start_bytes,
-                "layers": [x.to_dict() for x in self.layers], "modules": [x.to_dict() for x in self.modules],
-                "tensors": [x.to_dict() for x in self.tensors]}
+        return {
+            "step": self.step,
+            "saved_bytes": self.saved_bytes,
+            "outside_layers_bytes": self.outside_layers_bytes,
+            "peak_bytes": self.peak_bytes,
+            "peak_over_start_bytes": self.peak_over_start_bytes,
+            "layers": [x.to_dict() for x in self.layers],
+            "modules": [x.to_dict() for x in self.modules],
+            "tensors": [x.to_dict() for x in self.tensors],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +106,7 @@ class ActivationMemoryResult:
         return self.last.saved_bytes
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "rank": self.rank, "peak_source": self.peak_source,
-                "steps": [s.to_dict() for s in self.steps]}
+        return {"schema": SCHEMA, "rank": self.rank, "peak_source": self.peak_source, "steps": [s.to_dict() for s in self.steps]}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -102,8 +114,14 @@ class ActivationMemoryResult:
         return path
 
 
-def summarize_step(step: int, records: Sequence[SavedTensorRecord], layer_names: dict[int, str],
-                   peak: int | None, over: int | None, keep_tensors: bool = True) -> StepActivation:
+def summarize_step(
+    step: int,
+    records: Sequence[SavedTensorRecord],
+    layer_names: dict[int, str],
+    peak: int | None,
+    over: int | None,
+    keep_tensors: bool = True,
+) -> StepActivation:
     """Sum the records of one step by module and by layer (every layer listed, zero when it saved nothing)."""
     per_module: dict[tuple[str, int | None], list[int]] = {}
     per_layer = {i: 0 for i in layer_names}

@@ -107,8 +107,7 @@ class Columns(Mapping):
     @property
     def nbytes(self) -> int:
         """Bytes held (the sparse columns' rows and values only)."""
-        return (sum(v.nbytes for v in self.dense.values())
-                + sum(s.rows.nbytes + s.values.nbytes for s in self.sparse.values()))
+        return sum(v.nbytes for v in self.dense.values()) + sum(s.rows.nbytes + s.values.nbytes for s in self.sparse.values())
 
     def take(self, index: np.ndarray) -> Mapping[str, np.ndarray]:
         """The rows ``index`` (a boolean mask or positions) of every column; sparse columns stay sparse when the
@@ -124,5 +123,4 @@ class Columns(Mapping):
 
     def replace(self, updates: Mapping[str, np.ndarray]) -> Columns:
         """These columns with ``updates`` (dense arrays) in place of theirs."""
-        return Columns({**self.dense, **updates}, {k: s for k, s in self.sparse.items() if k not in updates},
-                       self.order)
+        return Columns({**self.dense, **updates}, {k: s for k, s in self.sparse.items() if k not in updates}, self.order)

@@ -220,4 +220,3 @@ def memory_device_label(code: int) -> str:
 
 def _default(column: str) -> int:
     return 0 if column in ("ts_ns", "dur_ns", "kind") else ABSENT
-

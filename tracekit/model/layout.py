@@ -123,8 +123,10 @@ class ParallelLayout(Mapping[str, Scalar]):
         object.__setattr__(self, "cp_kind", CpKind.parse(self.cp_kind))
         object.__setattr__(self, "sequence_parallel", bool(self.sequence_parallel))
         if (self.dp * self.cp) % self.ep:
-            raise LayoutError(f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} (expert parallelism splits "
-                              "the data- and context-parallel ranks); change ep or dp")
+            raise LayoutError(
+                f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} (expert parallelism splits "
+                "the data- and context-parallel ranks); change ep or dp"
+            )
         for name, value in self.other:
             if name in _KNOWN or not isinstance(value, (int, float, str, bool, type(None))):
                 raise LayoutError(f"{name}={value!r} is not a layout entry; give sizes as integers >= 1")
@@ -140,8 +142,7 @@ class ParallelLayout(Mapping[str, Scalar]):
         """The layout a manifest records (``run.json``'s ``"layout"``, a summary's ``run.layout``). Raises
         :class:`LayoutError` (a ConfigError, one line) naming ``where`` for anything malformed."""
         if not isinstance(data, Mapping):
-            raise LayoutError(f"expected a mapping such as {{\"tp\": 2, \"dp\": 2}}, got {type(data).__name__}",
-                              where)
+            raise LayoutError(f'expected a mapping such as {{"tp": 2, "dp": 2}}, got {type(data).__name__}', where)
         kw: dict[str, object] = {}
         other: list[tuple[str, Scalar]] = []
         world: object = None
@@ -169,8 +170,9 @@ class ParallelLayout(Mapping[str, Scalar]):
             except LayoutError as exc:
                 raise exc.at(where) from None
             if world != layout.world_size:
-                raise LayoutError(f"world_size={world} but the sizes multiply to {layout.world_size}; "
-                                  "fix world_size or the sizes", where)
+                raise LayoutError(
+                    f"world_size={world} but the sizes multiply to {layout.world_size}; fix world_size or the sizes", where
+                )
         return layout
 
     @classmethod
@@ -261,8 +263,9 @@ class ParallelLayout(Mapping[str, Scalar]):
         if hidden % heads:
             raise LayoutError(f"hidden={hidden} is not a multiple of heads={heads}", where)
         if heads % self.head_shards:
-            raise LayoutError(f"heads={heads} must divide by tp (and cp for Ulysses); choose a head count that "
-                              "shards evenly", where)
+            raise LayoutError(
+                f"heads={heads} must divide by tp (and cp for Ulysses); choose a head count that shards evenly", where
+            )
         if seq % self.sequence_shards:
             raise LayoutError(f"seq={seq} must divide by cp{' * tp (SP)' if self.sequence_parallel else ''}", where)
 

@@ -22,13 +22,25 @@ class ProcessGroup:
     dimension: str = ""  # filled when the manifest or a rule names it; "" = not yet attributed
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "desc": self.desc, "ranks": list(self.ranks), "size": self.size,
-                "backend": self.backend, "dimension": self.dimension}
+        return {
+            "name": self.name,
+            "desc": self.desc,
+            "ranks": list(self.ranks),
+            "size": self.size,
+            "backend": self.backend,
+            "dimension": self.dimension,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ProcessGroup:
-        return cls(str(d.get("name", "")), str(d.get("desc", "")), tuple(int(r) for r in d.get("ranks", ())),
-                   int(d.get("size", 0) or 0), str(d.get("backend", "")), str(d.get("dimension", "")))
+        return cls(
+            str(d.get("name", "")),
+            str(d.get("desc", "")),
+            tuple(int(r) for r in d.get("ranks", ())),
+            int(d.get("size", 0) or 0),
+            str(d.get("backend", "")),
+            str(d.get("dimension", "")),
+        )
 
 
 def parse_ranks(text: object) -> tuple[int, ...]:
@@ -70,26 +82,42 @@ class RankInfo:
 
     def to_dict(self) -> dict:
         return {
-            "rank": self.rank, "world_size": self.world_size, "backend": self.backend, "source": self.source,
-            "process_groups": [pg.to_dict() for pg in self.process_groups], "device_type": self.device_type,
-            "device_properties": [dict(p) for p in self.device_properties], "base_time_ns": self.base_time_ns,
-            "trace_id": self.trace_id, "nccl_version": self.nccl_version, "host_name": self.host_name,
-            "generation": dict(self.generation), "warnings": list(self.warnings),
-            "truncated": self.truncated, "last_complete_ns": self.last_complete_ns,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "source": self.source,
+            "process_groups": [pg.to_dict() for pg in self.process_groups],
+            "device_type": self.device_type,
+            "device_properties": [dict(p) for p in self.device_properties],
+            "base_time_ns": self.base_time_ns,
+            "trace_id": self.trace_id,
+            "nccl_version": self.nccl_version,
+            "host_name": self.host_name,
+            "generation": dict(self.generation),
+            "warnings": list(self.warnings),
+            "truncated": self.truncated,
+            "last_complete_ns": self.last_complete_ns,
             "activities_whole": self.activities_whole,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> RankInfo:
         return cls(
-            rank=int(d["rank"]), world_size=int(d["world_size"]), backend=d.get("backend", ""),
+            rank=int(d["rank"]),
+            world_size=int(d["world_size"]),
+            backend=d.get("backend", ""),
             source=d.get("source", ""),
             process_groups=tuple(ProcessGroup.from_dict(p) for p in d.get("process_groups", ())),
-            device_type=d.get("device_type", "cpu"), device_properties=tuple(d.get("device_properties", ())),
-            base_time_ns=int(d.get("base_time_ns", 0)), trace_id=d.get("trace_id", ""),
-            nccl_version=d.get("nccl_version", ""), host_name=d.get("host_name", ""),
-            generation=dict(d.get("generation", {})), warnings=tuple(d.get("warnings", ())),
-            truncated=bool(d.get("truncated", False)), last_complete_ns=int(d.get("last_complete_ns", -1)),
+            device_type=d.get("device_type", "cpu"),
+            device_properties=tuple(d.get("device_properties", ())),
+            base_time_ns=int(d.get("base_time_ns", 0)),
+            trace_id=d.get("trace_id", ""),
+            nccl_version=d.get("nccl_version", ""),
+            host_name=d.get("host_name", ""),
+            generation=dict(d.get("generation", {})),
+            warnings=tuple(d.get("warnings", ())),
+            truncated=bool(d.get("truncated", False)),
+            last_complete_ns=int(d.get("last_complete_ns", -1)),
             activities_whole=bool(d.get("activities_whole", False)),
         )
 
@@ -110,9 +138,14 @@ class RunMetadata:
             object.__setattr__(self, "layout", ParallelLayout.from_dict(self.layout, where="RunMetadata.layout"))
 
     def to_dict(self) -> dict:
-        return {"world_size": self.world_size, "backend": self.backend, "layout": self.layout.to_dict(),
-                "group_dimensions": dict(self.group_dimensions), "manifest": dict(self.manifest),
-                "warnings": list(self.warnings)}
+        return {
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "layout": self.layout.to_dict(),
+            "group_dimensions": dict(self.group_dimensions),
+            "manifest": dict(self.manifest),
+            "warnings": list(self.warnings),
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,31 +28,29 @@ from .workload import WorkloadText
 
 # document rendered                                    format      reporter
 REPORTERS: tuple[Reporter, ...] = (
-    HtmlReporter(),       # tracekit.summary/1 dict  -> html     `report -o FILE.html`
-    JsonReporter(),       # anything with to_dict()  -> json     every --format json, summary/baseline/verdict files
-    SummaryTable(),       # tracekit.summary/1 dict  -> table    `analyze`, `demo`
-    InventoryTable(),     # analyzers.comm.inventory.Inventory -> table  `info`
-    MemoryTable(),        # analyzers.memory.activation_compare.ModelEstimate -> table  `memory model`
-    CheckText(),          # gate.GateReport          -> text     `check`
-    JUnitReporter(),      # gate.GateReport          -> junit    `check --junit FILE`
-    MarkdownReporter(),   # gate.GateReport          -> markdown `check --markdown FILE`
-    SummaryMarkdown(),    # tracekit.summary/1 dict  -> markdown `analyze --format markdown`
-    DiffText(),           # gate.DiffResult          -> text     `diff`
-    WorkloadText(),       # reports.workload.WorkloadDigest -> text `run`
-    PerfettoReporter(),   # reports.perfetto.TraceAnnotation -> perfetto `annotate`
+    HtmlReporter(),  # tracekit.summary/1 dict  -> html     `report -o FILE.html`
+    JsonReporter(),  # anything with to_dict()  -> json     every --format json, summary/baseline/verdict files
+    SummaryTable(),  # tracekit.summary/1 dict  -> table    `analyze`, `demo`
+    InventoryTable(),  # analyzers.comm.inventory.Inventory -> table  `info`
+    MemoryTable(),  # analyzers.memory.activation_compare.ModelEstimate -> table  `memory model`
+    CheckText(),  # gate.GateReport          -> text     `check`
+    JUnitReporter(),  # gate.GateReport          -> junit    `check --junit FILE`
+    MarkdownReporter(),  # gate.GateReport          -> markdown `check --markdown FILE`
+    SummaryMarkdown(),  # tracekit.summary/1 dict  -> markdown `analyze --format markdown`
+    DiffText(),  # gate.DiffResult          -> text     `diff`
+    WorkloadText(),  # reports.workload.WorkloadDigest -> text `run`
+    PerfettoReporter(),  # reports.perfetto.TraceAnnotation -> perfetto `annotate`
     MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
 )
 
 
-def get_reporter(format: str | None = None, out: Path | str | None = None,
-                 document: type = Mapping) -> Reporter:
+def get_reporter(format: str | None = None, out: Path | str | None = None, document: type = Mapping) -> Reporter:
     """The reporter of ``document`` (default: a ``tracekit.summary/1`` dict) named ``format`` ("html",
     "json", "table", ...), or else the one whose suffix ends ``out``."""
     for r in REPORTERS:
         if not issubclass(document, r.document):
             continue
-        if (format and r.format == format) or (not format and out is not None and r.suffix
-                                               and str(out).endswith(r.suffix)):
+        if (format and r.format == format) or (not format and out is not None and r.suffix and str(out).endswith(r.suffix)):
             return r
     known = ", ".join(f"{r.format} ({r.suffix})" for r in REPORTERS if r.suffix and issubclass(document, r.document))
     raise ConfigError(f"no reporter for format={format!r} out={str(out)!r}; known: {known}")

@@ -33,8 +33,7 @@ class Rendered:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": None if self.path is None else str(self.path), "size_bytes": self.size_bytes,
-                "notes": list(self.notes)}
+        return {"path": None if self.path is None else str(self.path), "size_bytes": self.size_bytes, "notes": list(self.notes)}
 
 
 class Reporter(Protocol):
@@ -104,5 +103,4 @@ def check_summary(summary: Any) -> None:
     version policy, as ``read_summary`` applies it)."""
     if not isinstance(summary, Mapping) or not schema_accepted(summary.get("schema"), *family_major(SUMMARY_SCHEMA)):
         got = summary.get("schema") if isinstance(summary, Mapping) else type(summary).__name__
-        raise ConfigError(f"summary: schema {got!r} is not {SUMMARY_SCHEMA!r}; "
-                          "produce it with `tracekit analyze --format json`")
+        raise ConfigError(f"summary: schema {got!r} is not {SUMMARY_SCHEMA!r}; produce it with `tracekit analyze --format json`")

@@ -37,14 +37,18 @@ def render_text(result: DiffResult) -> str:
     """Plain-text tables: one line per dimension/op, then the call sites that changed most."""
     lines = [f"A: {result.a_source}", f"B: {result.b_source}"] + [f"note: {n}" for n in result.notes]
     header = f"{'':<40} {'exposed µs A→B':>22} {'Δ µs':>9} {'overlap':>11} {'comm µs A→B':>22} {'wait µs A→B':>20}"
-    for title, rows in (("per dimension/op (medians over steps)", result.by_dimension),
-                        ("per call site (largest changes)", result.by_call_site)):
+    for title, rows in (
+        ("per dimension/op (medians over steps)", result.by_dimension),
+        ("per call site (largest changes)", result.by_call_site),
+    ):
         lines += ["", title, header]
         for r in rows:
-            lines.append(f"{r.label[:40]:<40} {_pair(r.a.get('exposed_comm_us'), r.b.get('exposed_comm_us')):>22} "
-                         f"{r.exposed_delta_us:>+9.1f} {_pair(_ov(r.a), _ov(r.b), digits=2):>11} "
-                         f"{_pair(r.a.get('comm_us'), r.b.get('comm_us')):>22} "
-                         f"{_pair(r.a.get('wait_us'), r.b.get('wait_us')):>20}")
+            lines.append(
+                f"{r.label[:40]:<40} {_pair(r.a.get('exposed_comm_us'), r.b.get('exposed_comm_us')):>22} "
+                f"{r.exposed_delta_us:>+9.1f} {_pair(_ov(r.a), _ov(r.b), digits=2):>11} "
+                f"{_pair(r.a.get('comm_us'), r.b.get('comm_us')):>22} "
+                f"{_pair(r.a.get('wait_us'), r.b.get('wait_us')):>20}"
+            )
             if r.reasons:
                 lines.append(f"{'':<4}why: " + "; ".join(r.reasons))
     return "\n".join(lines) + "\n"

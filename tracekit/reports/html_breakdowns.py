@@ -23,14 +23,23 @@ MAX_RANKS = 4  # ranks shown; the JSON summary has them all
 MAX_STEP_ROWS = 50  # rows of a per-step table (12,468 steps made a 14 MB idle table); the JSON has every step
 TOP_KERNELS = 15
 TOP_OUTLIERS = 10
-PART_LABELS = {"compute": "compute only", "communication": "communication only", "memory": "memory only",
-               "compute_overlapping_communication": "compute ∩ communication",
-               "compute_overlapping_memory": "compute ∩ memory",
-               "communication_overlapping_memory": "communication ∩ memory",
-               "compute_overlapping_communication_overlapping_memory": "all three"}
-LAUNCH_FIGURES = (("median_delay_us", "median launch delay"), ("p95_delay_us", "p95 launch delay"),
-                  ("p99_delay_us", "p99 launch delay"), ("max_delay_us", "max launch delay"),
-                  ("median_runtime_us", "median runtime call"), ("median_kernel_us", "median kernel"))
+PART_LABELS = {
+    "compute": "compute only",
+    "communication": "communication only",
+    "memory": "memory only",
+    "compute_overlapping_communication": "compute ∩ communication",
+    "compute_overlapping_memory": "compute ∩ memory",
+    "communication_overlapping_memory": "communication ∩ memory",
+    "compute_overlapping_communication_overlapping_memory": "all three",
+}
+LAUNCH_FIGURES = (
+    ("median_delay_us", "median launch delay"),
+    ("p95_delay_us", "p95 launch delay"),
+    ("p99_delay_us", "p99 launch delay"),
+    ("max_delay_us", "max launch delay"),
+    ("median_runtime_us", "median runtime call"),
+    ("median_kernel_us", "median kernel"),
+)
 IDLE_FIELDS = ("wall_us", "idle_us", "host_wait_us", "dependency_wait_us", "other_us", "host_wait_share")
 
 
@@ -54,15 +63,22 @@ def kernels_by_short_name(rows: list[Mapping]) -> list[dict]:
     """Rows of ``kernel_breakdown`` summed per short name, largest total first; the class when all agree."""
     acc: dict[str, dict] = {}
     for r in rows:
-        a = acc.setdefault(str(r.get("short_name") or r.get("name")), {"classes": set(), "count": 0, "total_us": 0.0,
-                                                                      "share": 0.0, "names": 0})
+        a = acc.setdefault(
+            str(r.get("short_name") or r.get("name")), {"classes": set(), "count": 0, "total_us": 0.0, "share": 0.0, "names": 0}
+        )
         a["classes"].add(str(r.get("class", "")))
         a["count"] += int(r.get("count") or 0)
         a["total_us"] += float(r.get("total_us") or 0.0)
         a["share"] += float(r.get("share") or 0.0)
         a["names"] += 1
-    out = [{"short_name": k, "class": next(iter(v["classes"])) if len(v["classes"]) == 1 else "mixed", **{
-        f: v[f] for f in ("count", "total_us", "share", "names")}} for k, v in acc.items()]
+    out = [
+        {
+            "short_name": k,
+            "class": next(iter(v["classes"])) if len(v["classes"]) == 1 else "mixed",
+            **{f: v[f] for f in ("count", "total_us", "share", "names")},
+        }
+        for k, v in acc.items()
+    ]
     return sorted(out, key=lambda r: (-r["total_us"], r["short_name"]))
 
 
@@ -73,9 +89,18 @@ def _kernels(i: int, r: Mapping) -> dict:
         return {"reason": why}
     rows = kernels_by_short_name(list(kb or []))
     base = f"derived.ranks.{i}.kernels_by_short_name"
-    shown = [{"cells": [x["short_name"], x["class"], fig(f"{base}.{j}.count", x["count"]),
-                        fig(f"{base}.{j}.total_us", x["total_us"]), fig(f"{base}.{j}.share", x["share"])]}
-             for j, x in enumerate(rows[:TOP_KERNELS])]
+    shown = [
+        {
+            "cells": [
+                x["short_name"],
+                x["class"],
+                fig(f"{base}.{j}.count", x["count"]),
+                fig(f"{base}.{j}.total_us", x["total_us"]),
+                fig(f"{base}.{j}.share", x["share"]),
+            ]
+        }
+        for j, x in enumerate(rows[:TOP_KERNELS])
+    ]
     return {"rows": shown, "total": len(rows), "names": len(kb or [])}
 
 
@@ -84,8 +109,16 @@ def _busy(i: int, r: Mapping) -> dict:
     why = _unavailable(bp) if bp else "not in this summary"
     if why:
         return {"reason": why}
-    rows = [{"cells": [PART_LABELS.get(p["part"], p["part"]), fig(f"ranks.{i}.busy_partition.parts.{j}.us", p["us"], "_us"),
-                       fig(f"ranks.{i}.busy_partition.parts.{j}.share", p["share"])]} for j, p in enumerate(bp["parts"])]
+    rows = [
+        {
+            "cells": [
+                PART_LABELS.get(p["part"], p["part"]),
+                fig(f"ranks.{i}.busy_partition.parts.{j}.us", p["us"], "_us"),
+                fig(f"ranks.{i}.busy_partition.parts.{j}.share", p["share"]),
+            ]
+        }
+        for j, p in enumerate(bp["parts"])
+    ]
     return {"rows": rows, "busy": fig(f"ranks.{i}.busy_partition.busy_us", bp.get("busy_us"))}
 
 
@@ -97,11 +130,20 @@ def _idle(i: int, r: Mapping) -> dict:
     whole = [fig(f"ranks.{i}.idle_breakdown.{f}", ib.get(f)) for f in IDLE_FIELDS]
     every = ib.get("steps") or []
     shown, note = _most(every, "idle_us", "the most idle time")
-    steps = [{"step": every[j].get("step"), "host_bound": bool(every[j].get("host_bound")),
-              "cells": [fig(f"ranks.{i}.idle_breakdown.steps.{j}.{f}", every[j].get(f)) for f in IDLE_FIELDS]}
-             for j in shown]
-    return {"whole": whole, "host_bound": bool(ib.get("host_bound")), "steps": steps,
-            "notes": list(ib.get("notes") or []) + ([note] if note else [])}
+    steps = [
+        {
+            "step": every[j].get("step"),
+            "host_bound": bool(every[j].get("host_bound")),
+            "cells": [fig(f"ranks.{i}.idle_breakdown.steps.{j}.{f}", every[j].get(f)) for f in IDLE_FIELDS],
+        }
+        for j in shown
+    ]
+    return {
+        "whole": whole,
+        "host_bound": bool(ib.get("host_bound")),
+        "steps": steps,
+        "notes": list(ib.get("notes") or []) + ([note] if note else []),
+    }
 
 
 def _most(rows: list, key: str, what: str) -> tuple[list[int], str | None]:
@@ -115,8 +157,10 @@ def _most(rows: list, key: str, what: str) -> tuple[list[int], str | None]:
         return float(v) if isinstance(v, (int, float)) else float("-inf")
 
     top = sorted(range(len(rows)), key=lambda j: (-size(j), j))[:MAX_STEP_ROWS]
-    return sorted(top), (f"{MAX_STEP_ROWS} of {len(rows):,} steps shown: those with {what}; the JSON summary "
-                         "(`tracekit analyze --format json`) has every step.")
+    return sorted(top), (
+        f"{MAX_STEP_ROWS} of {len(rows):,} steps shown: those with {what}; the JSON summary "
+        "(`tracekit analyze --format json`) has every step."
+    )
 
 
 def _mapping(x: object) -> Mapping:
@@ -137,16 +181,31 @@ def _launches(i: int, r: Mapping) -> dict:
     k = f"ranks.{i}.launch_stats"
     lb = _mapping(ls.get("launch_bound_kernels"))
     figures = [_labelled(fig(f"{k}.{f}", ls.get(f)), label) for f, label in LAUNCH_FIGURES]
-    figures += [_labelled(fig(f"{k}.launch_bound_kernels.count", lb.get("count")), "launch-bound kernels"),
-                _labelled(fig(f"{k}.launch_bound_kernels.share", lb.get("share")), "launch-bound share")]
-    outliers = [{"cells": [str(o.get("short_name", "")), str(o.get("stream", "")), str(o.get("step", "")),
-                           fig(f"{k}.outliers.{j}.delay_us", o.get("delay_us")),
-                           fig(f"{k}.outliers.{j}.runtime_us", o.get("runtime_us")),
-                           fig(f"{k}.outliers.{j}.kernel_us", o.get("kernel_us"))]}
-                for j, o in enumerate(_rows(ls.get("outliers"))[:TOP_OUTLIERS])]
-    return {"figures": figures, "outliers": outliers, "by_short_name": [
-        {"short_name": str(x.get("short_name", "")), "count": str(x.get("count", ""))}  # the template's two fields
-        for x in _rows(lb.get("by_short_name"))[:5]]}
+    figures += [
+        _labelled(fig(f"{k}.launch_bound_kernels.count", lb.get("count")), "launch-bound kernels"),
+        _labelled(fig(f"{k}.launch_bound_kernels.share", lb.get("share")), "launch-bound share"),
+    ]
+    outliers = [
+        {
+            "cells": [
+                str(o.get("short_name", "")),
+                str(o.get("stream", "")),
+                str(o.get("step", "")),
+                fig(f"{k}.outliers.{j}.delay_us", o.get("delay_us")),
+                fig(f"{k}.outliers.{j}.runtime_us", o.get("runtime_us")),
+                fig(f"{k}.outliers.{j}.kernel_us", o.get("kernel_us")),
+            ]
+        }
+        for j, o in enumerate(_rows(ls.get("outliers"))[:TOP_OUTLIERS])
+    ]
+    return {
+        "figures": figures,
+        "outliers": outliers,
+        "by_short_name": [
+            {"short_name": str(x.get("short_name", "")), "count": str(x.get("count", ""))}  # the template's two fields
+            for x in _rows(lb.get("by_short_name"))[:5]
+        ],
+    }
 
 
 def _memory(i: int, r: Mapping, activation: Mapping) -> dict:
@@ -155,25 +214,52 @@ def _memory(i: int, r: Mapping, activation: Mapping) -> dict:
     if why:
         return {"reason": why}
     k = f"ranks.{i}.memory_timeline"
-    devices = [{"device": d["device"], "cells": [
-        fig(f"{k}.devices.{j}.peak_allocated_bytes", d.get("peak_allocated_bytes")),
-        fig(f"{k}.devices.{j}.peak_reserved_bytes", d.get("peak_reserved_bytes")),
-        str(d.get("peak_step")),
-        fig(f"{k}.devices.{j}.unattributed_bytes", d.get("unattributed_bytes")),
-        fig(f"{k}.devices.{j}.mismatched_totals", d.get("mismatched_totals"))]} for j, d in enumerate(mt["devices"])]
+    devices = [
+        {
+            "device": d["device"],
+            "cells": [
+                fig(f"{k}.devices.{j}.peak_allocated_bytes", d.get("peak_allocated_bytes")),
+                fig(f"{k}.devices.{j}.peak_reserved_bytes", d.get("peak_reserved_bytes")),
+                str(d.get("peak_step")),
+                fig(f"{k}.devices.{j}.unattributed_bytes", d.get("unattributed_bytes")),
+                fig(f"{k}.devices.{j}.mismatched_totals", d.get("mismatched_totals")),
+            ],
+        }
+        for j, d in enumerate(mt["devices"])
+    ]
     every = mt.get("steps") or []
     shown, step_note = _most(every, "peak_allocated_bytes", "the highest peaks")
-    steps = [{"cells": [str(s["step"]), s["device"], fig(f"{k}.steps.{j}.peak_allocated_bytes", s["peak_allocated_bytes"]),
-                        fig(f"{k}.steps.{j}.max_reserved_bytes", s.get("max_reserved_bytes"))]}
-             for j, s in ((j, every[j]) for j in shown)]
-    allocs = [{"cells": [a["device"], a["op"], a.get("top_level_op", ""),
-                         fig(f"{k}.top_allocators.{j}.live_bytes", a["live_bytes"]),
-                         fig(f"{k}.top_allocators.{j}.allocations", a.get("allocations")),
-                         fig(f"{k}.top_allocators.{j}.share", a.get("share"))]}
-              for j, a in enumerate(mt.get("top_allocators") or [])]
-    return {"devices": devices, "steps": steps, "allocators": allocs,
-            "notes": list(mt.get("notes") or []) + ([step_note] if step_note else []),
-            "activation": _activation_beside(i, r, mt, activation)}
+    steps = [
+        {
+            "cells": [
+                str(s["step"]),
+                s["device"],
+                fig(f"{k}.steps.{j}.peak_allocated_bytes", s["peak_allocated_bytes"]),
+                fig(f"{k}.steps.{j}.max_reserved_bytes", s.get("max_reserved_bytes")),
+            ]
+        }
+        for j, s in ((j, every[j]) for j in shown)
+    ]
+    allocs = [
+        {
+            "cells": [
+                a["device"],
+                a["op"],
+                a.get("top_level_op", ""),
+                fig(f"{k}.top_allocators.{j}.live_bytes", a["live_bytes"]),
+                fig(f"{k}.top_allocators.{j}.allocations", a.get("allocations")),
+                fig(f"{k}.top_allocators.{j}.share", a.get("share")),
+            ]
+        }
+        for j, a in enumerate(mt.get("top_allocators") or [])
+    ]
+    return {
+        "devices": devices,
+        "steps": steps,
+        "allocators": allocs,
+        "notes": list(mt.get("notes") or []) + ([step_note] if step_note else []),
+        "activation": _activation_beside(i, r, mt, activation),
+    }
 
 
 def _activation_beside(i: int, r: Mapping, mt: Mapping, activation: Mapping) -> dict | None:
@@ -184,10 +270,13 @@ def _activation_beside(i: int, r: Mapping, mt: Mapping, activation: Mapping) -> 
     measured = sum(int(x.get("measured_bytes") or 0) for _, x in layers)
     model = sum(int(x.get("model_bytes") or 0) for _, x in layers)
     peak = max(int(d.get("peak_allocated_bytes") or 0) for d in mt["devices"])
-    return {"layers": len(layers), "measured": fig(f"derived.ranks.{i}.activation_measured_bytes", measured),
-            "model": fig(f"derived.ranks.{i}.activation_model_bytes", model),
-            "peak": fig(f"derived.ranks.{i}.memory_peak_allocated_bytes", peak),
-            "share": fig(f"derived.ranks.{i}.activation_share_of_peak", measured / peak if peak > 0 else None, "share")}
+    return {
+        "layers": len(layers),
+        "measured": fig(f"derived.ranks.{i}.activation_measured_bytes", measured),
+        "model": fig(f"derived.ranks.{i}.activation_model_bytes", model),
+        "peak": fig(f"derived.ranks.{i}.memory_peak_allocated_bytes", peak),
+        "share": fig(f"derived.ranks.{i}.activation_share_of_peak", measured / peak if peak > 0 else None, "share"),
+    }
 
 
 def memory_chart(summary: Mapping, ranks: list[int]) -> list[dict]:
@@ -199,8 +288,15 @@ def memory_chart(summary: Mapping, ranks: list[int]) -> list[dict]:
         pts = mt.get("points") or []
         t0 = min((p["t_us"][0] for p in pts if p.get("t_us")), default=0.0)
         for p in pts:
-            out.append({"rank": r["rank"], "device": p["device"], "t_ms": [(t - t0) / 1e3 for t in p["t_us"]],
-                        "allocated_bytes": p["allocated_bytes"], "reserved_bytes": p["reserved_bytes"]})
+            out.append(
+                {
+                    "rank": r["rank"],
+                    "device": p["device"],
+                    "t_ms": [(t - t0) / 1e3 for t in p["t_us"]],
+                    "allocated_bytes": p["allocated_bytes"],
+                    "reserved_bytes": p["reserved_bytes"],
+                }
+            )
     return out
 
 
@@ -210,8 +306,10 @@ def _guard(build, *args) -> dict:
     try:
         return build(*args)
     except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
-        return {"reason": f"this section of the summary has an unexpected shape ({type(exc).__name__}); re-create "
-                          "the summary with `tracekit analyze --format json`"}
+        return {
+            "reason": f"this section of the summary has an unexpected shape ({type(exc).__name__}); re-create "
+            "the summary with `tracekit analyze --format json`"
+        }
 
 
 def context(summary: Mapping) -> dict:
@@ -219,17 +317,32 @@ def context(summary: Mapping) -> dict:
     ranks = summary.get("ranks") or []
     shown = list(range(min(len(ranks), MAX_RANKS)))
     activation = summary.get("activation_memory") or {}
-    blocks = [{"rank": ranks[i]["rank"], "index": i, "kernels": _guard(_kernels, i, ranks[i]),
-               "busy": _guard(_busy, i, ranks[i]), "idle": _guard(_idle, i, ranks[i]),
-               "launches": _guard(_launches, i, ranks[i]), "memory": _guard(_memory, i, ranks[i], activation)}
-              for i in shown]
+    blocks = [
+        {
+            "rank": ranks[i]["rank"],
+            "index": i,
+            "kernels": _guard(_kernels, i, ranks[i]),
+            "busy": _guard(_busy, i, ranks[i]),
+            "idle": _guard(_idle, i, ranks[i]),
+            "launches": _guard(_launches, i, ranks[i]),
+            "memory": _guard(_memory, i, ranks[i], activation),
+        }
+        for i in shown
+    ]
     for b in blocks:  # a CPU-only rank: one line for the four device breakdowns, not four equal ones
         reasons = {b[k].get("reason") for k in ("kernels", "busy", "idle", "launches")}
         b["device_reason"] = reasons.pop() if len(reasons) == 1 else None
-    note = (f"Ranks {', '.join(str(ranks[i]['rank']) for i in shown)} of {len(ranks)} shown; the JSON summary "
-            "(`tracekit analyze --format json`) has every rank." if len(ranks) > len(shown) else None)
-    return {"breakdowns": {"ranks": blocks, "note": note, "top_kernels": TOP_KERNELS},
-            "breakdowns_data": {"memory": memory_chart(summary, shown)}, "breakdowns_js": _script()}
+    note = (
+        f"Ranks {', '.join(str(ranks[i]['rank']) for i in shown)} of {len(ranks)} shown; the JSON summary "
+        "(`tracekit analyze --format json`) has every rank."
+        if len(ranks) > len(shown)
+        else None
+    )
+    return {
+        "breakdowns": {"ranks": blocks, "note": note, "top_kernels": TOP_KERNELS},
+        "breakdowns_data": {"memory": memory_chart(summary, shown)},
+        "breakdowns_js": _script(),
+    }
 
 
 @lru_cache(maxsize=1)

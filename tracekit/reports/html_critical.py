@@ -33,11 +33,18 @@ def _answers(whatif: Mapping) -> list[dict]:
     rows = []
     for i, a in enumerate(whatif.get("answers") or []):
         key = f"critical_path.whatif.answers.{i}"
-        rows.append({"cells": [str(a.get("question", "")), " ".join(a.get("specs") or []) or "—",
-                               _fig(f"{key}.measured_us", "measured", a.get("measured_us"), units.duration),
-                               _fig(f"{key}.predicted_us", "predicted", a.get("predicted_us"), units.duration),
-                               _fig(f"{key}.saving_share", "saving", a.get("saving_share"), units.percent)],
-                     "notes": [str(n) for n in a.get("notes") or []]})
+        rows.append(
+            {
+                "cells": [
+                    str(a.get("question", "")),
+                    " ".join(a.get("specs") or []) or "—",
+                    _fig(f"{key}.measured_us", "measured", a.get("measured_us"), units.duration),
+                    _fig(f"{key}.predicted_us", "predicted", a.get("predicted_us"), units.duration),
+                    _fig(f"{key}.saving_share", "saving", a.get("saving_share"), units.percent),
+                ],
+                "notes": [str(n) for n in a.get("notes") or []],
+            }
+        )
     return rows
 
 
@@ -48,13 +55,18 @@ def context(summary: Mapping) -> dict:
         return {"critical": None}
     whatif = section.get("whatif") or {}
     err = whatif.get("replay_error")
-    return {"critical": {
-        "verdict": str(section.get("verdict", "")), "steps": _steps(section), "kinds": PATH_KINDS,
-        "notes": [str(n) for n in (section.get("notes") or [])] + [str(n) for n in whatif.get("notes") or []],
-        "answers": _answers(whatif), "has_whatif": bool(whatif),
-        "replay_error": _fig("critical_path.whatif.replay_error", "replay error", err,
-                             lambda v: units.compact_percent(v, 3)),
-        "n_steps": whatif.get("steps")}}
+    return {
+        "critical": {
+            "verdict": str(section.get("verdict", "")),
+            "steps": _steps(section),
+            "kinds": PATH_KINDS,
+            "notes": [str(n) for n in (section.get("notes") or [])] + [str(n) for n in whatif.get("notes") or []],
+            "answers": _answers(whatif),
+            "has_whatif": bool(whatif),
+            "replay_error": _fig("critical_path.whatif.replay_error", "replay error", err, lambda v: units.compact_percent(v, 3)),
+            "n_steps": whatif.get("steps"),
+        }
+    }
 
 
 def data(summary: Mapping, timeline: Mapping, max_events: int, path: Mapping | None = None) -> dict:
@@ -67,5 +79,7 @@ def data(summary: Mapping, timeline: Mapping, max_events: int, path: Mapping | N
 def downsample_note(lane: Mapping | None) -> str | None:
     if not lane or lane["shown"] >= lane["total"] or not lane["merge_gap_us"]:
         return None
-    return (f"critical path lane downsampled: {lane['shown']} bars for {lane['total']} segments (bars of one kind "
-            f"up to {units.micros(lane['merge_gap_us'])} apart merged); raise --max-timeline-events to draw more")
+    return (
+        f"critical path lane downsampled: {lane['shown']} bars for {lane['total']} segments (bars of one kind "
+        f"up to {units.micros(lane['merge_gap_us'])} apart merged); raise --max-timeline-events to draw more"
+    )

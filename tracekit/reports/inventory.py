@@ -29,14 +29,23 @@ class InventoryTable(StreamReporter):
         console.print(f"tracekit info: {len(data['ranks'])} rank(s) of world size {data['world_size']}")
         table = Table()
         for col in ("rank", "device", "events", "steps", "device streams", "kernels", "comm", "host ops"):
-            table.add_column(col, overflow="fold", no_wrap=col != "device streams",
-                             justify="right" if col in ("events", "kernels", "comm", "host ops") else "left")
+            table.add_column(
+                col,
+                overflow="fold",
+                no_wrap=col != "device streams",
+                justify="right" if col in ("events", "kernels", "comm", "host ops") else "left",
+            )
         for r in data["ranks"]:
             k, steps = r["kinds"], r["steps"]
             table.add_row(
-                str(r["rank"]), escape(printable(r["device_type"])), units.grouped(r["events"]), span(steps),
+                str(r["rank"]),
+                escape(printable(r["device_type"])),
+                units.grouped(r["events"]),
+                span(steps),
                 escape(printable(", ".join(r["streams"][:6])) + (" …" if len(r["streams"]) > 6 else "")) or units.NA,
-                units.grouped(k.get("kernel", 0)), units.grouped(k.get("comm", 0)), units.grouped(k.get("cpu_op", 0)),
+                units.grouped(k.get("kernel", 0)),
+                units.grouped(k.get("comm", 0)),
+                units.grouped(k.get("cpu_op", 0)),
             )
         console.print(table)
         for r in data["ranks"]:

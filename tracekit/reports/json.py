@@ -33,8 +33,17 @@ class JsonReporter(StreamReporter):
     def check(self, doc: Any) -> None:
         as_json_data(doc)
 
-    def write(self, doc: Any, stream: IO[Any], *, indent: int | None = 1, sort_keys: bool = False,
-              allow_nan: bool = True, newline: bool = True, **_: Any) -> tuple[str, ...]:
+    def write(
+        self,
+        doc: Any,
+        stream: IO[Any],
+        *,
+        indent: int | None = 1,
+        sort_keys: bool = False,
+        allow_nan: bool = True,
+        newline: bool = True,
+        **_: Any,
+    ) -> tuple[str, ...]:
         to_struct = getattr(doc, "to_struct", None)
         if to_struct is not None and not sort_keys:  # a typed document (verdict, diff): the one encoder, no NaN
             text = core.encode_text(to_struct(), indent=indent)

@@ -17,16 +17,19 @@ def to_junit(report: GateReport, suite: str = "tracekit.check") -> ET.ElementTre
     failures = len(report.failures)
     suite = xml_text(suite)
     root = ET.Element("testsuites", name=suite, tests=str(len(report.checks)), failures=str(failures), errors="0")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(report.checks)), failures=str(failures),
-                       errors="0", skipped="0")
+    ts = ET.SubElement(
+        root, "testsuite", name=suite, tests=str(len(report.checks)), failures=str(failures), errors="0", skipped="0"
+    )
     props = ET.SubElement(ts, "properties")
-    for key, value in (("current", report.current_source), ("baseline", report.baseline_source),
-                       *((f"run.{k}", str(v)) for k, v in report.identity.items()),
-                       ("warnings", str(len(report.warnings)))):
+    for key, value in (
+        ("current", report.current_source),
+        ("baseline", report.baseline_source),
+        *((f"run.{k}", str(v)) for k, v in report.identity.items()),
+        ("warnings", str(len(report.warnings))),
+    ):
         ET.SubElement(props, "property", name=xml_text(key), value=xml_text(value))
     for check in report.checks:
-        tc = ET.SubElement(ts, "testcase", classname=xml_text(f"{suite}.{check.kind}"),
-                           name=xml_text(check.name), time="0")
+        tc = ET.SubElement(ts, "testcase", classname=xml_text(f"{suite}.{check.kind}"), name=xml_text(check.name), time="0")
         if check.passed:
             ET.SubElement(tc, "system-out").text = xml_text(check.message)
         else:

@@ -29,10 +29,15 @@ def _row(c: CheckResult) -> str:
 
 def render_markdown(report: GateReport) -> str:
     verdict = "✅ passed" if report.passed else "❌ failed"
-    lines = [f"## tracekit check {verdict}", "",
-             f"{len(report.checks) - len(report.failures)} of {len(report.checks)} checks passed"
-             f" — run {_cell(report.current_source)}"
-             + (f" against baseline {_cell(report.baseline_source)}" if report.baseline_source else "") + ".", ""]
+    lines = [
+        f"## tracekit check {verdict}",
+        "",
+        f"{len(report.checks) - len(report.failures)} of {len(report.checks)} checks passed"
+        f" — run {_cell(report.current_source)}"
+        + (f" against baseline {_cell(report.baseline_source)}" if report.baseline_source else "")
+        + ".",
+        "",
+    ]
     ident = ", ".join(f"{k}: {v}" for k, v in report.identity.items() if v not in (None, {}))
     if ident:
         lines += [f"Run: {_cell(ident)}", ""]
@@ -44,10 +49,10 @@ def render_markdown(report: GateReport) -> str:
         lines.append("")
     if report.warnings:
         lines += ["### Warnings", ""] + [f"- ⚠️ {_cell(w)}" for w in report.warnings] + [""]
-    lines += ["### Checks", "", "| | kind | check | baseline | now | change | limit |",
-              "|---|---|---|---|---|---|---|"] + [_row(c) for c in report.checks]
-    lines += ["", "Values are medians over steps (per rank, then across ranks); the spread is the range of the "
-                  "per-step values."]
+    lines += ["### Checks", "", "| | kind | check | baseline | now | change | limit |", "|---|---|---|---|---|---|---|"] + [
+        _row(c) for c in report.checks
+    ]
+    lines += ["", "Values are medians over steps (per rank, then across ranks); the spread is the range of the per-step values."]
     return "\n".join(lines) + "\n"
 
 
@@ -75,8 +80,12 @@ def render_summary_markdown(summary: Any, top: int = 10, wide: bool = False, ful
     lines = ["## tracekit analyze", ""] + [f"- {_cell(x)}" for x in st.headline_lines(summary)] + [""]
     for s in st.build(summary, top=top, wide=wide, full_names=full_names):
         # titles and headers are tracekit's own words; the cells may hold names from a trace
-        lines += [f"### {s.title}", "", "| " + " | ".join(s.headers) + " |",
-                  "|" + "|".join("---:" if n else "---" for n in s.numeric) + "|"]
+        lines += [
+            f"### {s.title}",
+            "",
+            "| " + " | ".join(s.headers) + " |",
+            "|" + "|".join("---:" if n else "---" for n in s.numeric) + "|",
+        ]
         lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in s.rows]
         lines += [""] + [f"_{_cell(n)}_" for n in s.notes] + ([""] if s.notes else [])
     notes = [*st.unavailable_notes(summary.get("ranks") or []), *st.group_warnings(summary.get("warnings") or [])]
@@ -98,7 +107,8 @@ class SummaryMarkdown(StreamReporter):
 
         check_summary(doc)
 
-    def write(self, doc: Any, stream: IO[Any], *, top: int = 10, wide: bool = False, full_names: bool = False,
-              **_: Any) -> tuple[str, ...]:
+    def write(
+        self, doc: Any, stream: IO[Any], *, top: int = 10, wide: bool = False, full_names: bool = False, **_: Any
+    ) -> tuple[str, ...]:
         stream.write(render_summary_markdown(doc, top, wide, full_names))
         return ()

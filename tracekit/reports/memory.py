@@ -25,8 +25,10 @@ class MemoryTable(StreamReporter):
         if doc.tensors:
             console.print(_tensors_table(doc))
         total = doc.total_bytes
-        console.print(f"total for {doc.layers} layer(s){' + embedding/output' if doc.extra_terms else ''}: "
-                      f"{units.grouped(total)} bytes ({total / 2**30:,.3f} GiB)")
+        console.print(
+            f"total for {doc.layers} layer(s){' + embedding/output' if doc.extra_terms else ''}: "
+            f"{units.grouped(total)} bytes ({total / 2**30:,.3f} GiB)"
+        )
         return ()
 
 
@@ -65,10 +67,14 @@ def comparison_lines(comparison: ActivationComparison | None, warnings: tuple[st
     if comparison is None:
         return [f"activation memory: {w}" for w in warnings] or ["activation memory: nothing recorded"]
     model = comparison.model
-    lines = [f"activation memory per layer (model {model.name}: {model.formula}, paper {model.paper_bytes:,} B"
-             f" + LayerNorm statistics {model.layernorm_stats_bytes:,} B)",
-             f"{'rank':>4} {'layer':>5} {'measured B':>12} {'model B':>12} {'delta B':>9}"]
+    lines = [
+        f"activation memory per layer (model {model.name}: {model.formula}, paper {model.paper_bytes:,} B"
+        f" + LayerNorm statistics {model.layernorm_stats_bytes:,} B)",
+        f"{'rank':>4} {'layer':>5} {'measured B':>12} {'model B':>12} {'delta B':>9}",
+    ]
     for row in comparison.layers:
-        lines.append(f"{row.rank if row.rank is not None else '-':>4} {row.layer:>5} {row.measured_bytes:>12,} "
-                     f"{row.model_bytes:>12,} {row.delta_bytes:>+9,}")
+        lines.append(
+            f"{row.rank if row.rank is not None else '-':>4} {row.layer:>5} {row.measured_bytes:>12,} "
+            f"{row.model_bytes:>12,} {row.delta_bytes:>+9,}"
+        )
     return lines + [f"activation memory: {w}" for w in warnings]

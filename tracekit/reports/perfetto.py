@@ -58,8 +58,7 @@ def _meta(pid: int, tid: int, kind: str, value) -> dict:
     return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "ts": 0, "args": {"name" if "name" in kind else "sort_index": value}}
 
 
-def added_events(pid: int, tracks: Mapping[str, Sequence[Sequence[float]]],
-                 process_name: str = PROCESS_NAME) -> list[dict]:
+def added_events(pid: int, tracks: Mapping[str, Sequence[Sequence[float]]], process_name: str = PROCESS_NAME) -> list[dict]:
     """The events of one new process ``pid``: one thread per track (lane) of complete ('X') events."""
     added = [_meta(pid, 0, "process_name", process_name), _meta(pid, 0, "process_sort_index", -1)]
     tid = 0
@@ -68,9 +67,19 @@ def added_events(pid: int, tracks: Mapping[str, Sequence[Sequence[float]]],
             tid += 1
             label = name if k == 0 else f"{name} #{k + 1}"
             added += [_meta(pid, tid, "thread_name", label), _meta(pid, tid, "thread_sort_index", tid)]
-            added += [{"ph": "X", "cat": "tracekit", "name": str(x.get("name", name)) if x else name, "pid": pid,
-                       "tid": tid, "ts": s, "dur": e - s, "args": {"track": name, **(x.get("args") or {} if x else {})}}
-                      for s, e, x in lane]
+            added += [
+                {
+                    "ph": "X",
+                    "cat": "tracekit",
+                    "name": str(x.get("name", name)) if x else name,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": s,
+                    "dur": e - s,
+                    "args": {"track": name, **(x.get("args") or {} if x else {})},
+                }
+                for s, e, x in lane
+            ]
     return added
 
 
@@ -78,8 +87,7 @@ def _event_pids(events: Iterable) -> set:
     return {e.get("pid") for e in events if isinstance(e, Mapping)}
 
 
-def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]]],
-                   process_name: str = PROCESS_NAME) -> dict:
+def annotate_trace(trace: Mapping, tracks: Mapping[str, Sequence[Sequence[float]]], process_name: str = PROCESS_NAME) -> dict:
     """A new trace dict: ``trace`` plus one thread per track (lane) of complete ('X') events."""
     events = trace.get("traceEvents")
     if not isinstance(events, list):
@@ -107,8 +115,12 @@ def _array_inside(buf: memoryview) -> memoryview | None:
     return buf[lo:hi]
 
 
-def annotated_parts(trace: Mapping[str, Any], tracks: Mapping[str, Sequence[Sequence[float]]],
-                    pids: Collection | None = None, process_name: str = PROCESS_NAME) -> list[bytes | memoryview]:
+def annotated_parts(
+    trace: Mapping[str, Any],
+    tracks: Mapping[str, Sequence[Sequence[float]]],
+    pids: Collection | None = None,
+    process_name: str = PROCESS_NAME,
+) -> list[bytes | memoryview]:
     """The annotated trace as pieces of JSON bytes, in order. A member given as ``msgspec.Raw`` (see
     ``loader.passthrough``) is written as its original bytes, and a raw ``traceEvents`` array keeps every event
     byte for byte: only the added events are encoded, appended inside the array. ``pids``: the pids the
@@ -141,8 +153,7 @@ def read_trace(path: Path | str) -> dict:
     try:
         trace = _UNTYPED.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise TraceFormatError(f"{path}: cannot read as Chrome trace JSON ({exc}); pass a .json or .json.gz trace"
-                               ) from None
+        raise TraceFormatError(f"{path}: cannot read as Chrome trace JSON ({exc}); pass a .json or .json.gz trace") from None
     if not isinstance(trace, dict):
         raise TraceFormatError(f"{path}: top level is not an object; pass a Kineto/Chrome trace")
     return trace
@@ -205,7 +216,8 @@ def tracks_from_intervals(intervals: Sequence[Sequence], collectives: Sequence[M
             tracks[f"{cat} comm"].append([s, e])
     for c in collectives:
         tracks.setdefault(f"comm {c.get('dimension') or 'unknown'}", []).append(
-            [float(c["start_us"]), float(c["start_us"]) + float(c["dur_us"])])
+            [float(c["start_us"]), float(c["start_us"]) + float(c["dur_us"])]
+        )
     return tracks
 
 

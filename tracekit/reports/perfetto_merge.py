@@ -118,10 +118,8 @@ class _Rank:
         """process_name (and sort index) for every pid the rank's trace left unnamed."""
         out = []
         for pid in sorted(set(self.pids.values()) - self.named):
-            out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "ts": 0,
-                        "args": {"name": f"rank {self.rank}"}})
-            out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0,
-                        "args": {"sort_index": pid}})
+            out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "ts": 0, "args": {"name": f"rank {self.rank}"}})
+            out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0, "args": {"sort_index": pid}})
         return out
 
 
@@ -137,24 +135,31 @@ def merged_parts(doc: MergedTrace, notes: list[str]):
         for w in source.warnings:
             notes.append(f"rank {mr.rank}: {w}")
         if not head:
-            head = {k: v for k, v in source.members.items() if k not in ("traceEvents", "distributedInfo",
-                                                                          "baseTimeNanoseconds")}
+            head = {k: v for k, v in source.members.items() if k not in ("traceEvents", "distributedInfo", "baseTimeNanoseconds")}
         try:
             raws = _EVENTS.decode(source.members["traceEvents"])
         except msgspec.DecodeError as exc:
             raise TraceFormatError(f"rank {mr.rank} ({mr.source}): traceEvents is not a list of events ({exc})") from None
         rw = _Rank(mr, stride)
         for i in range(0, len(raws), CHUNK_EVENTS):  # a chunk of events decoded at a time, never the whole array
-            chunk = _EVENTS_CHUNK.decode(b"[" + b",".join(raws[i:i + CHUNK_EVENTS]) + b"]")
+            chunk = _EVENTS_CHUNK.decode(b"[" + b",".join(raws[i : i + CHUNK_EVENTS]) + b"]")
             yield (b"" if first else b",") + _ENCODER.encode([rw.event(e) for e in chunk])[1:-1]
             first = False
         labels = rw.labels()
         if labels:
             yield (b"" if first else b",") + b",".join(_ENCODER.encode(e) for e in labels)
             first = False
-        ranks_info.append({"rank": mr.rank, "source": mr.source, "offset_us": mr.offset_ns / 1e3,
-                           "shift_us": mr.shift_ns / 1e3, "pids": {str(k): v for k, v in rw.pids.items()},
-                           "id_stride": stride, "events": len(raws)})
+        ranks_info.append(
+            {
+                "rank": mr.rank,
+                "source": mr.source,
+                "offset_us": mr.offset_ns / 1e3,
+                "shift_us": mr.shift_ns / 1e3,
+                "pids": {str(k): v for k, v in rw.pids.items()},
+                "id_stride": stride,
+                "events": len(raws),
+            }
+        )
         del raws, source
     if doc.tracks:
         added = added_events(PID_STRIDE * (stride + 2), doc.tracks, doc.track_process)
@@ -204,8 +209,9 @@ class MergedPerfettoReporter(StreamReporter):
             try:
                 os.replace(tmp, path)
             except OSError as exc:
-                raise ConfigError(f"{str(path)!r}: cannot write the output ({exc.strerror}); choose a writable file "
-                                  "path") from None
+                raise ConfigError(
+                    f"{str(path)!r}: cannot write the output ({exc.strerror}); choose a writable file path"
+                ) from None
         finally:
             tmp.unlink(missing_ok=True)
         return Rendered(path, path.stat().st_size, notes)

@@ -19,19 +19,48 @@ from . import view
 
 # field -> header label (the unit is added from the column's values)
 LABELS = {
-    "wall_us": "wall", "compute_us": "compute", "comm_us": "comm", "hidden_comm_us": "hidden",
-    "exposed_comm_us": "exposed", "overlap_ratio": "overlap", "idle_us": "idle", "memcpy_us": "memcpy",
-    "multi_stream_comm_us": "comm on 2+ streams", "wait_us": "wait", "transfer_us": "transfer",
-    "busbw_gbps": "busbw", "dur_us": "dur", "exposed_us": "exposed", "pg_desc": "group", "name": "kernel",
-    "last_arrivals": "last", "mean_lateness_us": "mean late", "total_caused_wait_us": "caused wait",
-    "offset_us": "offset", "spread_us": "±", "measured_bytes": "measured", "model_bytes": "modelled",
-    "delta_bytes": "delta", "total_us": "total", "p95_us": "p95", "mean_us": "mean", "p50_us": "p50",
-    "max_us": "max", "share": "share", "host_wait_us": "host wait", "dependency_wait_us": "dependency",
-    "other_us": "other", "median_delay_us": "median delay", "p95_delay_us": "p95 delay",
-    "median_runtime_us": "median call", "median_kernel_us": "median kernel", "instances": "instances",
+    "wall_us": "wall",
+    "compute_us": "compute",
+    "comm_us": "comm",
+    "hidden_comm_us": "hidden",
+    "exposed_comm_us": "exposed",
+    "overlap_ratio": "overlap",
+    "idle_us": "idle",
+    "memcpy_us": "memcpy",
+    "multi_stream_comm_us": "comm on 2+ streams",
+    "wait_us": "wait",
+    "transfer_us": "transfer",
+    "busbw_gbps": "busbw",
+    "dur_us": "dur",
+    "exposed_us": "exposed",
+    "pg_desc": "group",
+    "name": "kernel",
+    "last_arrivals": "last",
+    "mean_lateness_us": "mean late",
+    "total_caused_wait_us": "caused wait",
+    "offset_us": "offset",
+    "spread_us": "±",
+    "measured_bytes": "measured",
+    "model_bytes": "modelled",
+    "delta_bytes": "delta",
+    "total_us": "total",
+    "p95_us": "p95",
+    "mean_us": "mean",
+    "p50_us": "p50",
+    "max_us": "max",
+    "share": "share",
+    "host_wait_us": "host wait",
+    "dependency_wait_us": "dependency",
+    "other_us": "other",
+    "median_delay_us": "median delay",
+    "p95_delay_us": "p95 delay",
+    "median_runtime_us": "median call",
+    "median_kernel_us": "median kernel",
+    "instances": "instances",
 }
-MULTI_STREAM_NOTE = ("comm on 2+ streams: time during which communication runs on two or more streams at once "
-                     "(counted once in comm)")
+MULTI_STREAM_NOTE = (
+    "comm on 2+ streams: time during which communication runs on two or more streams at once (counted once in comm)"
+)
 
 
 WIDE_ONLY = 2  # Col.level: shown with wide=True only
@@ -56,43 +85,105 @@ class Section:
     notes: tuple[str, ...] = field(default=())
 
 
-RANK_COLS = (Col("wall_us"), Col("compute_us"), Col("comm_us"), Col("hidden_comm_us", WIDE_ONLY), Col("exposed_comm_us"),
-             Col("overlap_ratio"), Col("idle_us", DROPPABLE), Col("memcpy_us", WIDE_ONLY),
-             Col("multi_stream_comm_us", WIDE_ONLY), Col("wait_us"))
-DIMENSION_COLS = (Col("dimension"), Col("op"), Col("count", DROPPABLE), Col("bytes"), Col("comm_us"),
-                  Col("hidden_comm_us", WIDE_ONLY), Col("exposed_comm_us"), Col("wait_us"), Col("transfer_us", WIDE_ONLY),
-                  Col("busbw_gbps", DROPPABLE))
-COLLECTIVE_COLS = (Col("rank"), Col("step", DROPPABLE), Col("dimension", DROPPABLE), Col("op"), Col("pg_desc", WIDE_ONLY),
-                   Col("seq", WIDE_ONLY), Col("name", name=True), Col("dur_us", DROPPABLE), Col("exposed_us"),
-                   Col("wait_us"), Col("transfer_us", WIDE_ONLY), Col("busbw_gbps", DROPPABLE))
+RANK_COLS = (
+    Col("wall_us"),
+    Col("compute_us"),
+    Col("comm_us"),
+    Col("hidden_comm_us", WIDE_ONLY),
+    Col("exposed_comm_us"),
+    Col("overlap_ratio"),
+    Col("idle_us", DROPPABLE),
+    Col("memcpy_us", WIDE_ONLY),
+    Col("multi_stream_comm_us", WIDE_ONLY),
+    Col("wait_us"),
+)
+DIMENSION_COLS = (
+    Col("dimension"),
+    Col("op"),
+    Col("count", DROPPABLE),
+    Col("bytes"),
+    Col("comm_us"),
+    Col("hidden_comm_us", WIDE_ONLY),
+    Col("exposed_comm_us"),
+    Col("wait_us"),
+    Col("transfer_us", WIDE_ONLY),
+    Col("busbw_gbps", DROPPABLE),
+)
+COLLECTIVE_COLS = (
+    Col("rank"),
+    Col("step", DROPPABLE),
+    Col("dimension", DROPPABLE),
+    Col("op"),
+    Col("pg_desc", WIDE_ONLY),
+    Col("seq", WIDE_ONLY),
+    Col("name", name=True),
+    Col("dur_us", DROPPABLE),
+    Col("exposed_us"),
+    Col("wait_us"),
+    Col("transfer_us", WIDE_ONLY),
+    Col("busbw_gbps", DROPPABLE),
+)
 STRAGGLER_COLS = tuple(Col(f) for f in view.STRAGGLER_FIELDS)
 OFFSET_COLS = (Col("rank"), Col("offset_us"), Col("spread_us"), Col("matched"), Col("method"))
 UNRECOGNISED_COLS = (Col("name", name=True), Col("count"), Col("total_us"), Col("streams"))
 MEMORY_COLS = (Col("rank"), Col("layer"), Col("measured_bytes"), Col("model_bytes"), Col("delta_bytes"), Col("model"))
-CLASS_COLS = (Col("class"), Col("count"), Col("total_us"), Col("share"), Col("mean_us", WIDE_ONLY),
-              Col("p50_us", WIDE_ONLY), Col("p95_us", DROPPABLE), Col("max_us", WIDE_ONLY))
+CLASS_COLS = (
+    Col("class"),
+    Col("count"),
+    Col("total_us"),
+    Col("share"),
+    Col("mean_us", WIDE_ONLY),
+    Col("p50_us", WIDE_ONLY),
+    Col("p95_us", DROPPABLE),
+    Col("max_us", WIDE_ONLY),
+)
 KERNEL_COLS = (Col("short_name", name=True), Col("class", DROPPABLE), Col("count"), Col("total_us"), Col("share"))
-IDLE_COLS = (Col("rank"), Col("wall_us", WIDE_ONLY), Col("idle_us"), Col("host_wait_us"), Col("dependency_wait_us"),
-             Col("other_us"), Col("host_bound", DROPPABLE))
-LAUNCH_COLS = (Col("rank"), Col("median_delay_us"), Col("p95_delay_us"), Col("median_runtime_us", WIDE_ONLY),
-               Col("median_kernel_us", WIDE_ONLY), Col("launch_bound"), Col("outliers", DROPPABLE))
+IDLE_COLS = (
+    Col("rank"),
+    Col("wall_us", WIDE_ONLY),
+    Col("idle_us"),
+    Col("host_wait_us"),
+    Col("dependency_wait_us"),
+    Col("other_us"),
+    Col("host_bound", DROPPABLE),
+)
+LAUNCH_COLS = (
+    Col("rank"),
+    Col("median_delay_us"),
+    Col("p95_delay_us"),
+    Col("median_runtime_us", WIDE_ONLY),
+    Col("median_kernel_us", WIDE_ONLY),
+    Col("launch_bound"),
+    Col("outliers", DROPPABLE),
+)
 MAX_BREAKDOWN_RANKS = 16
-IDLE_NOTE = ("host wait: nothing was launched yet (the host is behind); dependency: launched, but waiting on another "
-             "stream or a sync; host bound: steps where host wait is half the step or more")
-LAUNCH_NOTE = ("delay: end of the runtime call to the kernel's start; launch bound: kernels shorter than their launch "
-               "call; outliers: delays over 100 µs + calls over 50 µs")
+IDLE_NOTE = (
+    "host wait: nothing was launched yet (the host is behind); dependency: launched, but waiting on another "
+    "stream or a sync; host bound: steps where host wait is half the step or more"
+)
+LAUNCH_NOTE = (
+    "delay: end of the runtime call to the kernel's start; launch bound: kernels shorter than their launch "
+    "call; outliers: delays over 100 µs + calls over 50 µs"
+)
 
 
 def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bool = False) -> list[Section]:
     """Every non-empty table of the summary's terminal/Markdown view, in reading order."""
     ranks = summary.get("ranks") or []
-    rank_rows = [{"rank": r["rank"], "steps": len(r.get("steps", [])), **r["totals"], "wait_us": r.get("wait_us")}
-                 for r in ranks]
+    rank_rows = [{"rank": r["rank"], "steps": len(r.get("steps", [])), **r["totals"], "wait_us": r.get("wait_us")} for r in ranks]
     # the multi-stream column shows by default only where it has something to say, and then with its meaning
     multi = any(float(r["totals"].get("multi_stream_comm_us") or 0.0) > 0 for r in ranks)
     spec: list[Col] = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
-    out = [_section("per rank (totals over complete steps)", rank_rows, (Col("rank"), Col("steps", DROPPABLE), *spec), wide,
-                    full_names, (MULTI_STREAM_NOTE,) if wide or multi else ())]
+    out = [
+        _section(
+            "per rank (totals over complete steps)",
+            rank_rows,
+            (Col("rank"), Col("steps", DROPPABLE), *spec),
+            wide,
+            full_names,
+            (MULTI_STREAM_NOTE,) if wide or multi else (),
+        )
+    ]
     cols = summary.get("collectives") or []
     picked = [cols[i] for i in view.top_exposed(summary, top)]
     memory = (summary.get("activation_memory") or {}).get("layers") or []
@@ -101,8 +192,11 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
         (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS),
         ("stragglers (who arrives last)", summary.get("stragglers") or [], STRAGGLER_COLS),
         ("clock offsets (against the lowest rank)", summary.get("clock_offsets") or [], OFFSET_COLS),
-        ("unrecognised kernels on communication streams (a comm rule may be missing)",
-         summary.get("unrecognised_kernels") or [], UNRECOGNISED_COLS),
+        (
+            "unrecognised kernels on communication streams (a comm rule may be missing)",
+            summary.get("unrecognised_kernels") or [],
+            UNRECOGNISED_COLS,
+        ),
         ("activation memory per layer: measured vs model", memory, MEMORY_COLS),
     ):
         if rows:
@@ -122,19 +216,31 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
     out = []
     classes = r0.get("kernel_classes") or []
     if isinstance(classes, list) and classes:
-        out.append(_section(f"device time by kernel class (rank {r0['rank']}, busy {units.duration(busy)})", classes,
-                            CLASS_COLS, wide, full_names))
+        out.append(
+            _section(
+                f"device time by kernel class (rank {r0['rank']}, busy {units.duration(busy)})",
+                classes,
+                CLASS_COLS,
+                wide,
+                full_names,
+            )
+        )
     kernels = _by_short_name(r0["kernel_breakdown"], full_names)[:top]
     if kernels:
-        out.append(_section(f"top {len(kernels)} kernels by device time (rank {r0['rank']})", kernels,
-                            (Col("name" if full_names else "short_name", name=True), *KERNEL_COLS[1:]), wide,
-                            full_names))
+        out.append(
+            _section(
+                f"top {len(kernels)} kernels by device time (rank {r0['rank']})",
+                kernels,
+                (Col("name" if full_names else "short_name", name=True), *KERNEL_COLS[1:]),
+                wide,
+                full_names,
+            )
+        )
     shown = gpu[:MAX_BREAKDOWN_RANKS]
     more = (f"{len(gpu) - len(shown)} more ranks in --format json",) if len(gpu) > len(shown) else ()
     idle = [_idle_row(r) for r in shown if _available(r.get("idle_breakdown"))]
     if idle:
-        out.append(_section("device idle time by cause", idle, IDLE_COLS, wide, full_names,
-                            (IDLE_NOTE, *more)))
+        out.append(_section("device idle time by cause", idle, IDLE_COLS, wide, full_names, (IDLE_NOTE, *more)))
     launches = [_launch_row(r) for r in shown if _available(r.get("launch_stats"))]
     if launches:
         out.append(_section("kernel launches", launches, LAUNCH_COLS, wide, full_names, (LAUNCH_NOTE, *more)))
@@ -147,8 +253,12 @@ def _available(section) -> bool:
 
 def unavailable_notes(ranks: Sequence[Mapping]) -> list[str]:
     """The reasons given by breakdown sections that do not apply (CPU-only runs), each once."""
-    reasons = (s.get("reason") for r in ranks for k in ("kernel_breakdown", "idle_breakdown", "launch_stats")
-               if isinstance(s := r.get(k), Mapping) and s.get("available") is False)
+    reasons = (
+        s.get("reason")
+        for r in ranks
+        for k in ("kernel_breakdown", "idle_breakdown", "launch_stats")
+        if isinstance(s := r.get(k), Mapping) and s.get("available") is False
+    )
     return [f"single-rank breakdowns: {x}" for x in dict.fromkeys(x for x in reasons if x)]
 
 
@@ -157,8 +267,9 @@ def _by_short_name(rows: Iterable[Mapping], full_names: bool) -> list[dict]:
     acc: dict[str, dict] = {}
     for r in rows:
         key = str(r.get("name", "")) if full_names else str(r.get("short_name") or short_name(str(r.get("name", ""))))
-        a = acc.setdefault(key, {"name": key, "short_name": key, "class": r.get("class", ""), "count": 0,
-                                 "total_us": 0.0, "share": 0.0})
+        a = acc.setdefault(
+            key, {"name": key, "short_name": key, "class": r.get("class", ""), "count": 0, "total_us": 0.0, "share": 0.0}
+        )
         a["count"] += int(r.get("count") or 0)
         a["total_us"] += float(r.get("total_us") or 0.0)
         a["share"] += float(r.get("share") or 0.0)
@@ -169,21 +280,28 @@ def _idle_row(r: Mapping) -> dict:
     ib = r["idle_breakdown"]
     steps = ib.get("steps") or []
     bound = sum(1 for s in steps if s.get("host_bound"))
-    return {**ib, "rank": r["rank"], "host_bound": f"{bound}/{len(steps)} steps" if steps else
-            ("yes" if ib.get("host_bound") else "no")}
+    return {
+        **ib,
+        "rank": r["rank"],
+        "host_bound": f"{bound}/{len(steps)} steps" if steps else ("yes" if ib.get("host_bound") else "no"),
+    }
 
 
 def _launch_row(r: Mapping) -> dict:
     ls = r["launch_stats"]
     lb = ls.get("launch_bound_kernels") or {}
     share = lb.get("share")
-    return {**ls, "rank": r["rank"],
-            "launch_bound": f"{lb.get('count', 0)} ({units.percent(share)})" if share is not None else units.NA,
-            "outliers": f"{ls.get('delay_outliers', 0)} + {ls.get('runtime_outliers', 0)}"}
+    return {
+        **ls,
+        "rank": r["rank"],
+        "launch_bound": f"{lb.get('count', 0)} ({units.percent(share)})" if share is not None else units.NA,
+        "outliers": f"{ls.get('delay_outliers', 0)} + {ls.get('runtime_outliers', 0)}",
+    }
 
 
-def _section(title: str, items: Sequence[Mapping], spec: Sequence[Col], wide: bool, full_names: bool,
-             notes: Sequence[str] = ()) -> Section:
+def _section(
+    title: str, items: Sequence[Mapping], spec: Sequence[Col], wide: bool, full_names: bool, notes: Sequence[str] = ()
+) -> Section:
     cols = [c for c in spec if wide or c.level != WIDE_ONLY]
     headers, columns, numeric = [], [], []
     for c in cols:
@@ -198,8 +316,15 @@ def _section(title: str, items: Sequence[Mapping], spec: Sequence[Col], wide: bo
             numeric.append(False)
         columns.append(texts)
     rows = tuple(tuple(col[i] for col in columns) for i in range(len(items)))
-    return Section(title, tuple(headers), rows, tuple(numeric), tuple(c.name for c in cols),
-                   tuple(c.level == DROPPABLE for c in cols), tuple(notes))
+    return Section(
+        title,
+        tuple(headers),
+        rows,
+        tuple(numeric),
+        tuple(c.name for c in cols),
+        tuple(c.level == DROPPABLE for c in cols),
+        tuple(notes),
+    )
 
 
 _IDS = ("rank", "step", "seq", "stream", "layer", "matched", "instances", "last_arrivals", "count", "steps")
@@ -217,7 +342,8 @@ def _is_number_column(f: str, values: list) -> bool:
         return False
     nums = [v for v in values if v is not None]
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums) and (
-        bool(nums) or units.unit_of(f) != "count")
+        bool(nums) or units.unit_of(f) != "count"
+    )
 
 
 def _text(v, c: Col, full_names: bool) -> str:
@@ -240,7 +366,7 @@ def group_warnings(warnings: Iterable[str]) -> list[str]:
     groups: dict[str, list[tuple[str, str | None]]] = {}
     for w in dict.fromkeys(warnings):
         m = _SOURCE.match(w)
-        body = w[m.end():] if m else w
+        body = w[m.end() :] if m else w
         src = (m.group("rank") or m.group("file")) if m else None
         groups.setdefault(_NUMBER.sub("#", body), []).append((w, src))
     out = []

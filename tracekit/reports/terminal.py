@@ -47,8 +47,9 @@ def output_width(stream: Any = None, width: int | None = None) -> int:
     return int(cols) if cols.isdigit() and int(cols) > 0 else DEFAULT_WIDTH
 
 
-def render_text(summary: Mapping, width: int = DEFAULT_WIDTH, top: int = 10, *, wide: bool = False,
-                full_names: bool = False) -> str:
+def render_text(
+    summary: Mapping, width: int = DEFAULT_WIDTH, top: int = 10, *, wide: bool = False, full_names: bool = False
+) -> str:
     """The summary as plain text: headline, per-rank totals, by dimension and op, top exposed collectives,
     stragglers, clock offsets, unrecognised kernels, activation memory, the single-rank breakdowns, then the
     warnings once each, grouped (empty sections left out)."""
@@ -88,17 +89,20 @@ def _print_section(con, section: st.Section, width: int, wide: bool, full_names:
         con.print(escape(f"not shown: {'; '.join(gone)}"))
 
 
-def fit(section: st.Section, width: int, *, compact: bool = True, cut_names: bool = True
-        ) -> tuple[list[int], list[int], list[int]]:
+def fit(
+    section: st.Section, width: int, *, compact: bool = True, cut_names: bool = True
+) -> tuple[list[int], list[int], list[int]]:
     """Which columns to show and how wide each is, so that the table fits ``width``: in the compact view the
     columns without a single value go, name columns shrink (down to MIN_NAME), then the droppable columns go
     from the right. Numbers and headers are never cut. Returns (shown, widths, left out for having no values)."""
     from rich.cells import cell_len
 
-    widths = [max([cell_len(h)] + [cell_len(printable(r[i])) for r in section.rows]) for i, h in
-              enumerate(section.headers)]
-    empty = [i for i in range(len(widths)) if compact and section.numeric[i] and section.rows
-             and all(r[i] == units.NA for r in section.rows)]
+    widths = [max([cell_len(h)] + [cell_len(printable(r[i])) for r in section.rows]) for i, h in enumerate(section.headers)]
+    empty = [
+        i
+        for i in range(len(widths))
+        if compact and section.numeric[i] and section.rows and all(r[i] == units.NA for r in section.rows)
+    ]
     keep = [i for i in range(len(widths)) if i not in empty]
 
     def total() -> int:
@@ -127,7 +131,7 @@ def cut_name(text: str, n: int) -> str:
         return text
     head = text.split("<", 1)[0]
     parts = head.split("::")
-    tails = [text[len(head):]] + (["<…>"] if "<" in text else [])
+    tails = [text[len(head) :]] + (["<…>"] if "<" in text else [])
     for tail in tails:
         for k in range(len(parts)):
             shorter = ("…::" if k else "") + "::".join(parts[k:]) + tail
@@ -143,12 +147,18 @@ def _table(section: st.Section, keep: list[int], widths: list[int], fold: bool):
     t = Table(title=None)
     for i in keep:
         name_fold = fold and section.flex[i]
-        t.add_column(escape(section.headers[i]), justify="right" if section.numeric[i] else "left",
-                     no_wrap=not name_fold, overflow="fold" if name_fold else "ellipsis",
-                     min_width=widths[i], max_width=widths[i])
+        t.add_column(
+            escape(section.headers[i]),
+            justify="right" if section.numeric[i] else "left",
+            no_wrap=not name_fold,
+            overflow="fold" if name_fold else "ellipsis",
+            min_width=widths[i],
+            max_width=widths[i],
+        )
     for r in section.rows:
-        t.add_row(*(escape(printable(r[i]) if fold or not section.flex[i] else cut_name(printable(r[i]), widths[i]))
-                    for i in keep))
+        t.add_row(
+            *(escape(printable(r[i]) if fold or not section.flex[i] else cut_name(printable(r[i]), widths[i])) for i in keep)
+        )
     return t
 
 
@@ -162,7 +172,16 @@ class SummaryTable(StreamReporter):
     def check(self, doc: Any) -> None:
         check_summary(doc)
 
-    def write(self, doc: Any, stream: IO[Any], *, width: int | None = None, top: int = 10, wide: bool = False,
-              full_names: bool = False, **_: Any) -> tuple[str, ...]:
+    def write(
+        self,
+        doc: Any,
+        stream: IO[Any],
+        *,
+        width: int | None = None,
+        top: int = 10,
+        wide: bool = False,
+        full_names: bool = False,
+        **_: Any,
+    ) -> tuple[str, ...]:
         stream.write(render_text(doc, width=output_width(stream, width), top=top, wide=wide, full_names=full_names))
         return ()

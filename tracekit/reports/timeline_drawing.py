@@ -54,19 +54,30 @@ class Timeline:
         return self.shown < self.total
 
     def to_dict(self) -> dict:
-        return {"ranks": list(self.ranks), "source": self.source, "shown": self.shown, "total": self.total,
-                "merge_gap_us": self.merge_gap_us, "clock": self.clock, "clock_text": clock_text(self.clock)}
+        return {
+            "ranks": list(self.ranks),
+            "source": self.source,
+            "shown": self.shown,
+            "total": self.total,
+            "merge_gap_us": self.merge_gap_us,
+            "clock": self.clock,
+            "clock_text": clock_text(self.clock),
+        }
 
 
 def clock_text(clock: Mapping) -> str:
     """The page's line on which clock the timeline's x axis is."""
     if clock.get("common"):
-        return (f"Time axis: µs from the step's earliest start over ranks on rank {clock['reference_rank']}'s clock; "
-                "every other rank moved onto it by its estimated clock offset (the clock offsets table), as in the "
-                "merged trace of `tracekit annotate DIR`. The critical path lane is on the same axis.")
-    return ("Time axis: each rank's lanes in µs from its own step start, on its own clock (this timeline carries no "
-            "clock offsets); the critical path lane is on the reference rank's clock from the path's start, so "
-            "across ranks it lines up only approximately.")
+        return (
+            f"Time axis: µs from the step's earliest start over ranks on rank {clock['reference_rank']}'s clock; "
+            "every other rank moved onto it by its estimated clock offset (the clock offsets table), as in the "
+            "merged trace of `tracekit annotate DIR`. The critical path lane is on the same axis."
+        )
+    return (
+        "Time axis: each rank's lanes in µs from its own step start, on its own clock (this timeline carries no "
+        "clock offsets); the critical path lane is on the reference rank's clock from the path's start, so "
+        "across ranks it lines up only approximately."
+    )
 
 
 def from_collectives(summary: Mapping) -> dict:
@@ -85,9 +96,14 @@ def from_collectives(summary: Mapping) -> dict:
     out = []
     for r in ranks:
         cols = [c for c in summary.get("collectives") or [] if c.get("rank") == r["rank"] and c.get("step") == step]
-        ivs = [[float(c["start_us"]), float(c["start_us"]) + float(c["dur_us"]),
-                "exposed" if float(c.get("exposed_us") or 0) >= float(c.get("hidden_us") or 0) else "hidden"]
-               for c in cols]
+        ivs = [
+            [
+                float(c["start_us"]),
+                float(c["start_us"]) + float(c["dur_us"]),
+                "exposed" if float(c.get("exposed_us") or 0) >= float(c.get("hidden_us") or 0) else "hidden",
+            ]
+            for c in cols
+        ]
         t0 = min((iv[0] for iv in ivs), default=0.0)
         t1 = max((iv[1] for iv in ivs), default=0.0)
         out.append({"rank": r["rank"], "step": step, "window_us": [t0, t1], "intervals": ivs})
@@ -120,8 +136,7 @@ def _merge(a: np.ndarray, gap: float | None) -> np.ndarray:
     return np.stack([a[starts, 0], np.maximum.reduceat(a[:, 1], starts)], axis=1)
 
 
-def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None,
-            max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
+def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None, max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
     """Validate (into formats.documents.TimelineDoc, whichever way the timeline came), pick the source, and
     downsample above ``max_events`` intervals by merging short gaps."""
     if max_events < 1:
@@ -151,15 +166,25 @@ def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None,
         move_ns = _shift(r) - origin_ns if clock_doc is not None else -_ns((window or [0.0])[0])
         merged = {c: _merge(a, gap) for c, a in cats.items()}
         shown += sum(len(a) for a in merged.values())
-        ranks.append({"rank": r.rank, "step": None if r.step is UNSET else r.step, "window_us": window,
-                      "intervals": {c: _moved(a, move_ns) for c, a in merged.items()}})
+        ranks.append(
+            {
+                "rank": r.rank,
+                "step": None if r.step is UNSET else r.step,
+                "window_us": window,
+                "intervals": {c: _moved(a, move_ns) for c, a in merged.items()},
+            }
+        )
         if clock_doc is not None:
             ranks[-1]["offset_ns"] = _offset(r)
     clock: dict = {"common": False}
     path = None
     if clock_doc is not None:
-        clock = {"common": True, "reference_rank": clock_doc.reference_rank, "origin_us": round(origin_ns / 1e3, 3),
-                 "offsets_ns": {str(r.rank): _offset(r) for r in tl.ranks}}
+        clock = {
+            "common": True,
+            "reference_rank": clock_doc.reference_rank,
+            "origin_us": round(origin_ns / 1e3, 3),
+            "offsets_ns": {str(r.rank): _offset(r) for r in tl.ranks},
+        }
         if tl.critical_path is not UNSET:
             path = to_builtins(tl.critical_path)
             path["segments"] = [{**g, "start_us": (_ns(g["start_us"]) - origin_ns) / 1e3} for g in path["segments"]]
@@ -194,8 +219,9 @@ def _origin_ns(tl: TimelineDoc) -> int:
 PATH_KINDS = ("compute", "comm_transfer", "comm_wait", "host", "memcpy", "idle")
 
 
-def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_MAX_EVENTS,
-                  path: Mapping | None = None) -> dict | None:
+def critical_lane(
+    summary: Mapping, step: int | None, max_events: int = DEFAULT_MAX_EVENTS, path: Mapping | None = None
+) -> dict | None:
     """The critical path of ``step`` (the timeline's step; the first step when it has no path) as one lane of the
     timeline, from the summary's ``critical_path`` section (``report --critical-path``): bars
     ``[start_us, dur_us, kind, rank, lane, name]``. With ``path`` (``Timeline.path``: the timeline document's
@@ -214,22 +240,38 @@ def critical_lane(summary: Mapping, step: int | None, max_events: int = DEFAULT_
     common = path is not None and bool(path.get("segments")) and path.get("step") == chosen.get("step")
     segments = (path or {}).get("segments") if common else chosen.get("segments")
     t0 = 0.0 if common else min((float(s["start_us"]) for s in segments or []), default=0.0)
-    bars = [[float(s["start_us"]) - t0, float(s["dur_us"]), s["kind"], s.get("rank"), s.get("lane", ""),
-             str(s.get("name", "")) + (f" [{s['dimension']}]" if s.get("dimension") else "")]
-            for s in segments or [] if float(s["dur_us"]) > 0]
+    bars = [
+        [
+            float(s["start_us"]) - t0,
+            float(s["dur_us"]),
+            s["kind"],
+            s.get("rank"),
+            s.get("lane", ""),
+            str(s.get("name", "")) + (f" [{s['dimension']}]" if s.get("dimension") else ""),
+        ]
+        for s in segments or []
+        if float(s["dur_us"]) > 0
+    ]
     total = len(bars)
     if total > max_events:
         bars = _runs(bars)
     gap = None
     if len(bars) > max_events:
-        series = [np.asarray([[b[0], b[0] + b[1]] for b in bars if b[2] == k], np.float64).reshape(-1, 2)
-                  for k in PATH_KINDS]
+        series = [np.asarray([[b[0], b[0] + b[1]] for b in bars if b[2] == k], np.float64).reshape(-1, 2) for k in PATH_KINDS]
         gap = merge_gap(series, max_events)
-        bars = [[float(a), float(e - a), k, None, "", "(merged)"]
-                for k, arr in zip(PATH_KINDS, series) for a, e in _merge(arr, gap)]
-    return {"step": chosen.get("step"), "verdict": chosen.get("verdict", ""), "length_us": chosen.get("length_us"),
-            "segments": [[round(b[0], 3), round(b[1], 3), *b[2:]] for b in bars], "shown": len(bars), "total": total,
-            "merge_gap_us": 0.0 if gap is None else max(gap, 0.0), "clock": "common" if common else "reference"}
+        bars = [
+            [float(a), float(e - a), k, None, "", "(merged)"] for k, arr in zip(PATH_KINDS, series) for a, e in _merge(arr, gap)
+        ]
+    return {
+        "step": chosen.get("step"),
+        "verdict": chosen.get("verdict", ""),
+        "length_us": chosen.get("length_us"),
+        "segments": [[round(b[0], 3), round(b[1], 3), *b[2:]] for b in bars],
+        "shown": len(bars),
+        "total": total,
+        "merge_gap_us": 0.0 if gap is None else max(gap, 0.0),
+        "clock": "common" if common else "reference",
+    }
 
 
 def _runs(bars: list[list]) -> list[list]:

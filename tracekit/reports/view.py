@@ -19,8 +19,18 @@ from ..formats.contract import CORE_STEP_KEYS, exposed_comm_share
 from ..formats.documents import CheckDoc, StatDoc, VerdictDoc, verdict_from_builtins
 
 # The columns of the summary's tables that both the terminal and the HTML report show.
-DIMENSION_FIELDS = ("dimension", "op", "count", "bytes", "comm_us", "hidden_comm_us", "exposed_comm_us", "wait_us",
-                    "transfer_us", "busbw_gbps")
+DIMENSION_FIELDS = (
+    "dimension",
+    "op",
+    "count",
+    "bytes",
+    "comm_us",
+    "hidden_comm_us",
+    "exposed_comm_us",
+    "wait_us",
+    "transfer_us",
+    "busbw_gbps",
+)
 STRAGGLER_FIELDS = ("rank", "last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
 UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
 
@@ -58,8 +68,9 @@ def headline(summary: Mapping) -> list[Figure]:
     step_us = tot["wall_us"] / n_steps if n_steps else None
     return [
         figure("headline.step_us", "step time (mean)", step_us),
-        figure("headline.exposed_share", "exposed communication / step",
-               exposed_comm_share(tot["exposed_comm_us"], tot["wall_us"])),
+        figure(
+            "headline.exposed_share", "exposed communication / step", exposed_comm_share(tot["exposed_comm_us"], tot["wall_us"])
+        ),
         figure("headline.overlap_ratio", "overlap ratio (hidden / comm)", _ratio(tot["hidden_comm_us"], tot["comm_us"])),
         figure("headline.comm_us", "communication per step (mean)", tot["comm_us"] / n_steps if n_steps else None),
     ]
@@ -72,12 +83,16 @@ def clock_note(summary: Mapping) -> str | None:
         return None
     offs = [o for o in summary.get("clock_offsets") or [] if o.get("method") != "reference"]
     if not offs:
-        return ("clocks not aligned: no all-reduce-like collective matched across ranks, so cross-rank figures "
-                "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock")
+        return (
+            "clocks not aligned: no all-reduce-like collective matched across ranks, so cross-rank figures "
+            "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock"
+        )
     o = max(offs, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
-    return (f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
-            f"collectives): largest correction rank {o['rank']} {units.duration(o.get('offset_us'))} "
-            f"± {units.duration(o.get('spread_us'))}")
+    return (
+        f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
+        f"collectives): largest correction rank {o['rank']} {units.duration(o.get('offset_us'))} "
+        f"± {units.duration(o.get('spread_us'))}"
+    )
 
 
 def overview(summary: Mapping) -> list[tuple[str, str]]:
@@ -151,18 +166,24 @@ def table(summary: Mapping, section: str, fields: Sequence[str], rows: Sequence[
     names short with the whole name beside (the HTML's tooltip)."""
     items = summary.get(section) or []
     out = []
-    for i in (range(len(items)) if rows is None else rows):
+    for i in range(len(items)) if rows is None else rows:
         item = items[i]
-        cells = [name_cell(item.get(f)) if f == "name" else
-                 figure(f"{section}.{i}.{f}", f, item.get(f)) if _numeric(item.get(f), f) else str(item.get(f, ""))
-                 for f in fields]
+        cells = [
+            name_cell(item.get(f))
+            if f == "name"
+            else figure(f"{section}.{i}.{f}", f, item.get(f))
+            if _numeric(item.get(f), f)
+            else str(item.get(f, ""))
+            for f in fields
+        ]
         out.append({"index": i, "cells": cells})
     return out
 
 
 def _numeric(v: Any, field: str) -> bool:
-    return (v is None and units.unit_of(field) != "count") or (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                        and field not in ("rank", "step", "seq", "stream"))
+    return (v is None and units.unit_of(field) != "count") or (
+        isinstance(v, (int, float)) and not isinstance(v, bool) and field not in ("rank", "step", "seq", "stream")
+    )
 
 
 def top_exposed(summary: Mapping, n: int = 20) -> list[int]:
@@ -174,8 +195,10 @@ def top_exposed(summary: Mapping, n: int = 20) -> list[int]:
 
 def rank_totals(summary: Mapping) -> list[dict]:
     ranks = summary.get("ranks", [])
-    return [{"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in CORE_STEP_KEYS]}
-            for i, r in enumerate(ranks)]
+    return [
+        {"rank": r["rank"], "cells": [figure(f"ranks.{i}.totals.{k}", k, r["totals"].get(k)) for k in CORE_STEP_KEYS]}
+        for i, r in enumerate(ranks)
+    ]
 
 
 def verdict(v: VerdictDoc | Mapping | None) -> dict | None:
@@ -199,9 +222,14 @@ def _check_row(c: CheckDoc) -> dict:
     budget, limit = _given(c.budget), _given(c.limit)
     if budget is None and limit is not None:
         budget = f"{_given(c.op) or ''} {fmt(limit)}"
-    return {"name": _given(c.name) or metric, "value": fmt(value) if _is_num(value) else value,
-            "baseline": fmt(base) if _is_num(base) else base, "budget": budget or "", "passed": c.passed,
-            "message": _given(c.message) or ""}
+    return {
+        "name": _given(c.name) or metric,
+        "value": fmt(value) if _is_num(value) else value,
+        "baseline": fmt(base) if _is_num(base) else base,
+        "budget": budget or "",
+        "passed": c.passed,
+        "message": _given(c.message) or "",
+    }
 
 
 def _given(x: Any) -> Any:

@@ -37,17 +37,22 @@ class WorkloadText(StreamReporter):
 
 def _run_lines(result: Any) -> list[str]:
     steps = len(result.losses)
-    lines = [f"loss: first {result.losses[0]:.4f}, last {result.losses[-1]:.4f} over {steps} steps", "",
-             f"{'dimension':<10} {'op':<15} {'per step':>9} {'MiB/step':>9}   (rank 0)"]
+    lines = [
+        f"loss: first {result.losses[0]:.4f}, last {result.losses[-1]:.4f} over {steps} steps",
+        "",
+        f"{'dimension':<10} {'op':<15} {'per step':>9} {'MiB/step':>9}   (rank 0)",
+    ]
     for key, (count, nbytes) in sorted(result.comm_stats[0].items()):
         desc, op = key.split("|")
-        lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} "
-                     f"{nbytes / steps / 2**20:>9.3f}")
+        lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} {nbytes / steps / 2**20:>9.3f}")
     over = result.overheads[0]
     if over:
-        lines += ["", f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
-                      f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
-                      f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export"]
+        lines += [
+            "",
+            f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
+            f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
+            f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export",
+        ]
     return lines
 
 
@@ -62,19 +67,26 @@ def _pipeline_lines(doc: WorkloadDigest) -> list[str]:
     if not doc.bubbles:
         return []
     held = {p["stage"]: p for p in getattr(doc.run, "pipeline", ()) if "peak_in_flight" in p}
-    lines = ["", f"{'stage':<6} {'bubble':>8} {'1F1B':>8} {'delta':>8} {'range':>15}"
-                 + ("   in flight (model)  held at peak" if held else "")]
+    lines = [
+        "",
+        f"{'stage':<6} {'bubble':>8} {'1F1B':>8} {'delta':>8} {'range':>15}"
+        + ("   in flight (model)  held at peak" if held else ""),
+    ]
     for b in doc.bubbles:
-        row = (f"{b.stage:<6} {units.percent(b.measured):>8} {units.percent(b.analytical):>8} "
-               f"{units.signed_percent(b.delta):>8} {units.percent(b.lowest):>7}-{units.percent(b.highest):<7}")
+        row = (
+            f"{b.stage:<6} {units.percent(b.measured):>8} {units.percent(b.analytical):>8} "
+            f"{units.signed_percent(b.delta):>8} {units.percent(b.lowest):>7}-{units.percent(b.highest):<7}"
+        )
         if b.stage in held:
             h = held[b.stage]
             row += f"   {h['peak_in_flight']:>2} ({h['model_in_flight']:>2})        {units.size(h['peak_in_flight_bytes'])}"
         lines.append(row)
     lines.append("(bubble: 1 - compute / wall of the stage's steps; 1F1B: (p-1)/(m+p-1))")
     if held:
-        lines.append("(in flight: microbatches whose activations a stage held at once, 1F1B model p-s; the per-layer "
-                     "table above sums each layer over the step's microbatches: the model at the rank's whole batch)")
+        lines.append(
+            "(in flight: microbatches whose activations a stage held at once, 1F1B model p-s; the per-layer "
+            "table above sums each layer over the step's microbatches: the model at the rank's whole batch)"
+        )
     return lines
 
 
@@ -83,8 +95,10 @@ def _analysis_lines(doc: WorkloadDigest) -> list[str]:
     lines = ["", f"{'rank':<5} {'wall/step':>11} {'comm':>11} {'hidden':>11} {'exposed':>11} {'overlap':>8}"]
     for r in doc.summary["ranks"]:
         t, n = r["totals"], max(len(r["steps"]), 1)
-        lines.append(f"{r['rank']:<5} {units.duration(t['wall_us'] / n):>11} {units.duration(t['comm_us'] / n):>11} "
-                     f"{units.duration(t['hidden_comm_us'] / n):>11} {units.duration(t['exposed_comm_us'] / n):>11} "
-                     f"{units.percent(t['overlap_ratio']):>8}")
+        lines.append(
+            f"{r['rank']:<5} {units.duration(t['wall_us'] / n):>11} {units.duration(t['comm_us'] / n):>11} "
+            f"{units.duration(t['hidden_comm_us'] / n):>11} {units.duration(t['exposed_comm_us'] / n):>11} "
+            f"{units.percent(t['overlap_ratio']):>8}"
+        )
     lines.append(f"(per step; details: tracekit analyze {doc.run.out_dir})")
     return lines

@@ -21,12 +21,16 @@ def idle_rows():
     """Step 0 = [0, 100). Device busy [10, 60) [62, 70) [85, 90) [92, 95)."""
     return [
         ev("STEP", 0, 100, step=0, stream=1),
-        rt(0, 5, 1), ev("KERNEL", 10, 20, 0, stream=7, correlation=1, name="k1"),  # pending [5, 10)
-        rt(12, 3, 2), ev("COMM", 20, 40, 0, stream=13, correlation=2, name="ncclKernel_AllReduce"),
+        rt(0, 5, 1),
+        ev("KERNEL", 10, 20, 0, stream=7, correlation=1, name="k1"),  # pending [5, 10)
+        rt(12, 3, 2),
+        ev("COMM", 20, 40, 0, stream=13, correlation=2, name="ncclKernel_AllReduce"),
         # launched at 18, its stream free from 30, starts 2 ns after the comm on stream 13 ends: held [30, 62)
-        rt(16, 2, 3), ev("KERNEL", 62, 8, 0, stream=7, correlation=3, name="k3"),
+        rt(16, 2, 3),
+        ev("KERNEL", 62, 8, 0, stream=7, correlation=3, name="k3"),
         # launch call [75, 80): the host is still launching; pending [80, 85) with nothing to wait for: other
-        rt(75, 5, 4), ev("MEMCPY", 85, 5, 0, stream=7, correlation=4, name="Memcpy HtoD (Pinned -> Device)"),
+        rt(75, 5, 4),
+        ev("MEMCPY", 85, 5, 0, stream=7, correlation=4, name="Memcpy HtoD (Pinned -> Device)"),
         ev("KERNEL", 92, 3, 0, stream=7, correlation=99, name="k5"),  # no launch row: [90, 92) unknown -> other
     ]
 
@@ -56,10 +60,14 @@ def test_dependency_needs_the_start_within_the_slack():
 
 
 def test_a_device_stream_wait_in_the_gap_is_a_dependency():
-    rows = [ev("STEP", 0, 100, step=0, stream=1),
-            rt(0, 2, 1), ev("KERNEL", 5, 10, 0, stream=7, correlation=1),
-            rt(3, 2, 2), ev("SYNC", 40, 0, 0, stream=7, name="Stream Wait Event", device=0),
-            ev("KERNEL", 50, 10, 0, stream=7, correlation=2)]
+    rows = [
+        ev("STEP", 0, 100, step=0, stream=1),
+        rt(0, 2, 1),
+        ev("KERNEL", 5, 10, 0, stream=7, correlation=1),
+        rt(3, 2, 2),
+        ev("SYNC", 40, 0, 0, stream=7, name="Stream Wait Event", device=0),
+        ev("KERNEL", 50, 10, 0, stream=7, correlation=2),
+    ]
     d = idle_breakdown(scope(table(rows)), 0).totals
     # idle [0,5) [15,50) [60,100): host [0,2) [60,100); launch 1 pending [2,5): other; launch 2 held from its
     # stream's previous end 15 to 50
@@ -70,8 +78,11 @@ def test_idle_follows_overlap_and_steps_add_up():
     from tracekit.analyzers.comm.overlap import rank_overlap
     from tracekit.model.traceset import RankInfo
 
-    rows = idle_rows() + [ev("STEP", 100, 100, step=1, stream=1), rt(101, 1, 7, step=1),
-                          ev("KERNEL", 150, 10, 1, stream=7, correlation=7)]
+    rows = idle_rows() + [
+        ev("STEP", 100, 100, step=1, stream=1),
+        rt(101, 1, 7, step=1),
+        ev("KERNEL", 150, 10, 1, stream=7, correlation=7),
+    ]
     t = table(rows)
     ib = idle_breakdown(scope(t), 0, slack_ns=5)
     ov = rank_overlap(t, RankInfo(0, 1, device_type="cuda"))
@@ -91,7 +102,9 @@ def kernel_rows():
         ev("COMM", 30, 50, 0, stream=13, name="ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
         ev("MEMCPY", 70, 20, 0, stream=14, name="Memcpy DtoD (Device -> Device)"),  # M [70, 90)
         ev("KERNEL", 85, 10, 0, name="void at::native::vectorized_layer_norm_kernel<float, float>(int)"),
-        ev("KERNEL", 100, 10, 0, name=name), ev("KERNEL", 120, 20, 0, name=name), ev("KERNEL", 140, 60, 0, name=name),
+        ev("KERNEL", 100, 10, 0, name=name),
+        ev("KERNEL", 120, 20, 0, name=name),
+        ev("KERNEL", 140, 60, 0, name=name),
         ev("SYNC", 50, 5, 0, name="Event Sync", device=0),  # listed, not busy
         ev("KERNEL", 500, 10, 1, name=name),  # launched outside every step: not in the range
     ]
@@ -107,8 +120,18 @@ def test_kernel_rows_and_classes():
     assert foo["p95_us"] == pytest.approx(0.056) and foo["share"] == pytest.approx(90 / 185)
     classes = {r["class"]: r["total_us"] * 1e3 for r in b.to_dict()["kernel_classes"]}
     assert classes == {"gemm": 50, "comm:nccl": 50, "memcpy": 20, "normalization": 10, "other": 90, "sync": 5}
-    assert list(b.kernel_frame().columns) == ["name", "short_name", "class", "count", "total_us", "mean_us", "p50_us",
-                                              "p95_us", "max_us", "share"]
+    assert list(b.kernel_frame().columns) == [
+        "name",
+        "short_name",
+        "class",
+        "count",
+        "total_us",
+        "mean_us",
+        "p50_us",
+        "p95_us",
+        "max_us",
+        "share",
+    ]
     assert b.kernel_frame("class").set_index("class")["count"].to_dict()["other"] == 3
 
 
@@ -122,9 +145,15 @@ def test_busy_partition_is_exclusive_and_adds_up():
     (b,) = breakdowns(traceset({0: table(kernel_rows(), 3)})).values()
     p = {r["part"]: r["us"] * 1e3 for r in b.to_dict()["busy_partition"]["parts"]}
     # [0,30) K; [30,50) K+C; [50,70) C; [70,80) C+M; [80,85) M; [85,90) K+M; [90,95) K; [100,110) [120,200) K
-    assert p == {"compute": 30 + 5 + 90, "compute_overlapping_communication": 20, "communication": 20,
-                 "communication_overlapping_memory": 10, "memory": 5, "compute_overlapping_memory": 5,
-                 "compute_overlapping_communication_overlapping_memory": 0}
+    assert p == {
+        "compute": 30 + 5 + 90,
+        "compute_overlapping_communication": 20,
+        "communication": 20,
+        "communication_overlapping_memory": 10,
+        "memory": 5,
+        "compute_overlapping_memory": 5,
+        "compute_overlapping_communication_overlapping_memory": 0,
+    }
     assert sum(p.values()) == b.busy.busy_ns == 185
     assert list(b.busy_frame().columns) == ["part", "us", "share"]
 
@@ -132,9 +161,12 @@ def test_busy_partition_is_exclusive_and_adds_up():
 def launch_rows():
     return [
         ev("STEP", 0, 1000, step=0, stream=1),
-        rt(0, 10, 1), ev("KERNEL", 12, 5, 0, correlation=1, name="short"),  # delay 2, shorter than its launch
-        rt(20, 10, 2), ev("KERNEL", 28, 50, 0, correlation=2, name="early"),  # starts before its call returns
-        rt(40, 80, 3), ev("KERNEL", 400, 20, 0, correlation=3, name="late"),  # delay 280, a 80 ns call
+        rt(0, 10, 1),
+        ev("KERNEL", 12, 5, 0, correlation=1, name="short"),  # delay 2, shorter than its launch
+        rt(20, 10, 2),
+        ev("KERNEL", 28, 50, 0, correlation=2, name="early"),  # starts before its call returns
+        rt(40, 80, 3),
+        ev("KERNEL", 400, 20, 0, correlation=3, name="late"),  # delay 280, a 80 ns call
         ev("RUNTIME", 50, 5, 0, stream=1, correlation=4, name="cudaMemcpyAsync"),
         ev("MEMCPY", 60, 1, 0, stream=7, correlation=4, name="Memcpy HtoD (Pinned -> Device)"),  # delay 5
         ev("KERNEL", 700, 5, 0, correlation=-1, name="unlaunched"),

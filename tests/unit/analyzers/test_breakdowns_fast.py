@@ -41,8 +41,9 @@ def test_kernel_groups_match_the_pandas_version(traced):
     new, _ = kernel_breakdown(sc, info.rank, rules)
     by_name, by_class, by_short = oracle.kernel_groups(sc, rules)
     assert new.rows == by_name and new.classes == by_class and new.short_names == by_short
-    assert [np.array(x, object).tolist() for x in name_labels(sc.table, sc.rows, rules)] == \
-        [x.tolist() for x in oracle.name_labels(sc.table, sc.rows, rules)]
+    assert [np.array(x, object).tolist() for x in name_labels(sc.table, sc.rows, rules)] == [
+        x.tolist() for x in oracle.name_labels(sc.table, sc.rows, rules)
+    ]
 
 
 def test_launch_stats_match_the_pandas_version(traced):
@@ -80,8 +81,11 @@ def test_breakdowns_reuse_the_analysis_plan(traced):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=40), min_size=1, max_size=12),
-       st.sampled_from([50, 95, 99, 1, 0, 100, 33.3]), st.booleans())
+@given(
+    st.lists(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=40), min_size=1, max_size=12),
+    st.sampled_from([50, 95, 99, 1, 0, 100, 33.3]),
+    st.booleans(),
+)
 def test_group_percentiles_equal_numpy_per_group(groups, q, as_float):
     dtype = np.float64 if as_float else np.int64
     values = np.concatenate([np.sort(np.array(g, dtype)) for g in groups])

@@ -12,8 +12,13 @@ KINDS = {"KERNEL": 1, "COMM": 2, "MEMCPY": 4, "MEMSET": 4}
 WINDOW = 80
 SLACK = 3
 
-activity = st.tuples(st.sampled_from(sorted(KINDS)), st.integers(0, 70), st.integers(0, 15), st.sampled_from([7, 13]),
-                     st.one_of(st.none(), st.integers(0, 70)))
+activity = st.tuples(
+    st.sampled_from(sorted(KINDS)),
+    st.integers(0, 70),
+    st.integers(0, 15),
+    st.sampled_from([7, 13]),
+    st.one_of(st.none(), st.integers(0, 70)),
+)
 
 
 def build(acts):

@@ -15,8 +15,22 @@ def test_bad_dim_map_is_a_usage_error():
 def test_dim_map_renames_the_dimension_and_timeline_out(tmp_path):
     import json
 
-    res = CliRunner().invoke(cli, ["analyze", "--no-cache", "--executor", "serial", "--format", "json",
-                                   "--dim-map", "default_pg=dp", "--timeline-out", str(tmp_path / "tl.json"), TRACE])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "analyze",
+            "--no-cache",
+            "--executor",
+            "serial",
+            "--format",
+            "json",
+            "--dim-map",
+            "default_pg=dp",
+            "--timeline-out",
+            str(tmp_path / "tl.json"),
+            TRACE,
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert {x["dimension"] for x in d["by_dimension"]} == {"dp"}

@@ -22,10 +22,11 @@ TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)
 
 
 def p2p_only(shift):
-    r0 = [ev("STEP", 0, 1000, step=0, stream=1),
-          ev("COMM", 600, 50, 0, stream=98, coll_op="send", dst_rank=1, in_bytes=64, **TP)]
-    r1 = [ev("STEP", shift, 1000, step=0, stream=1),
-          ev("COMM", 620 + shift, 30, 0, stream=98, coll_op="recv", src_rank=0, in_bytes=64, **TP)]
+    r0 = [ev("STEP", 0, 1000, step=0, stream=1), ev("COMM", 600, 50, 0, stream=98, coll_op="send", dst_rank=1, in_bytes=64, **TP)]
+    r1 = [
+        ev("STEP", shift, 1000, step=0, stream=1),
+        ev("COMM", 620 + shift, 30, 0, stream=98, coll_op="recv", src_rank=0, in_bytes=64, **TP),
+    ]
     return traceset({0: table(r0), 1: table(r1)}, device_type="cpu")
 
 
@@ -40,8 +41,10 @@ def pp(tmp_path_factory):
     ungrouped = {}
     for rank, t in traces:
         comm = t.mask_kind(EventKind.COMM)
-        ungrouped[rank] = t.with_columns(pg_name_id=np.where(comm, -1, t["pg_name_id"]).astype(t["pg_name_id"].dtype),
-                                         pg_desc_id=np.where(comm, -1, t["pg_desc_id"]).astype(t["pg_desc_id"].dtype))
+        ungrouped[rank] = t.with_columns(
+            pg_name_id=np.where(comm, -1, t["pg_name_id"]).astype(t["pg_name_id"].dtype),
+            pg_desc_id=np.where(comm, -1, t["pg_desc_id"]).astype(t["pg_desc_id"].dtype),
+        )
     return traces.with_tables(ungrouped)
 
 

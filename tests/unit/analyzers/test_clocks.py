@@ -35,9 +35,11 @@ def test_contradictory_bounds_fall_back_with_a_warning():
 
 
 def test_offsets_chain_through_a_shared_peer():
-    rows = [dict(match=0, op="all_gather", rank=0, start_ns=0, end_ns=100),
-            dict(match=0, op="all_gather", rank=1, start_ns=1000, end_ns=1100),
-            dict(match=1, op="all_gather", rank=1, start_ns=2000, end_ns=2100),
-            dict(match=1, op="all_gather", rank=2, start_ns=7000, end_ns=7100)]
+    rows = [
+        dict(match=0, op="all_gather", rank=0, start_ns=0, end_ns=100),
+        dict(match=0, op="all_gather", rank=1, start_ns=1000, end_ns=1100),
+        dict(match=1, op="all_gather", rank=1, start_ns=2000, end_ns=2100),
+        dict(match=1, op="all_gather", rank=2, start_ns=7000, end_ns=7100),
+    ]
     out, _ = estimate_offsets(pd.DataFrame(rows), [0, 1, 2])
     assert [out[r].offset_ns for r in (0, 1, 2)] == [0, 1000, 6000]

@@ -38,28 +38,39 @@ class Run:
         return pd.DataFrame(self.rows)
 
 
-def pipeline(stages: int, skew: dict[int, int], microbatches: int = 3, jitter: int = 40, run: Run | None = None,
-             rank=lambda s: s, t: int = 0) -> Run:
+def pipeline(
+    stages: int,
+    skew: dict[int, int],
+    microbatches: int = 3,
+    jitter: int = 40,
+    run: Run | None = None,
+    rank=lambda s: s,
+    t: int = 0,
+) -> Run:
     """1F1B-like traffic: activations s -> s+1, gradients s+1 -> s (stage s on rank ``rank(s)``). A receive is
     posted before the send (it waits) and ends ``jitter`` ns after or before the send's end, as gloo span
     ends do."""
     run = run or Run(skew)
     for mb in range(microbatches):
         for s in range(stages - 1):
-            run.p2p(rank(s), rank(s + 1), send=(t + 500, t + 900),
-                    recv=(t + 100, t + 900 + (jitter if mb % 2 else -jitter)))
+            run.p2p(rank(s), rank(s + 1), send=(t + 500, t + 900), recv=(t + 100, t + 900 + (jitter if mb % 2 else -jitter)))
             t += 2000
         for s in reversed(range(stages - 1)):
-            run.p2p(rank(s + 1), rank(s), send=(t + 300, t + 700),
-                    recv=(t, t + 700 + (-jitter if mb % 2 else jitter)))
+            run.p2p(rank(s + 1), rank(s), send=(t + 300, t + 700), recv=(t, t + 700 + (-jitter if mb % 2 else jitter)))
             t += 2000
     return run
 
 
-@pytest.mark.parametrize("stages,skew", [
-    (2, {1: 3_000_000_000}), (2, {1: -7_123}), (2, {0: 250_000}),
-    (4, {2: 1_000_000}), (4, {1: -5_000, 3: 40_000_000}),
-])
+@pytest.mark.parametrize(
+    "stages,skew",
+    [
+        (2, {1: 3_000_000_000}),
+        (2, {1: -7_123}),
+        (2, {0: 250_000}),
+        (4, {2: 1_000_000}),
+        (4, {1: -5_000, 3: 40_000_000}),
+    ],
+)
 def test_stage_skew_recovered_within_the_spread(stages, skew):
     out, warnings = estimate_offsets(pipeline(stages, skew).frame(), list(range(stages)))
     assert sorted(out) == list(range(stages)) and not warnings

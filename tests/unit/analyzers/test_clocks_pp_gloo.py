@@ -19,8 +19,7 @@ TINY = dict(layers=2, seq=32, hidden=32, heads=4, batch=2, microbatches=2, steps
 
 
 def summary(path):
-    return tracekit.analyze(tracekit.load(str(path), options=tracekit.LoadOptions(cache=False),
-                                          executor="serial")).to_dict()
+    return tracekit.analyze(tracekit.load(str(path), options=tracekit.LoadOptions(cache=False), executor="serial")).to_dict()
 
 
 @pytest.fixture(scope="module")

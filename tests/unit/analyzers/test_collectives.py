@@ -13,16 +13,24 @@ TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)
 
 
 def ar(ts, dur, seq, nbytes, off=0):
-    return ev("COMM", ts + off, dur, 0, stream=99, coll_op="all_reduce", seq=seq, in_bytes=nbytes, out_bytes=nbytes,
-              **TP)
+    return ev("COMM", ts + off, dur, 0, stream=99, coll_op="all_reduce", seq=seq, in_bytes=nbytes, out_bytes=nbytes, **TP)
 
 
 def ranks(shift=SHIFT):
-    r0 = [ev("STEP", 0, 1000, step=0, stream=1), ar(0, 100, 0, 1000), ar(200, 100, 1, 1000), ar(400, 100, 2, 1000),
-          ev("COMM", 600, 50, 0, stream=98, coll_op="send", dst_rank=1, in_bytes=64, **TP)]
-    r1 = [ev("STEP", shift, 1000, step=0, stream=1), ar(10, 90, 0, 1000, shift), ar(250, 50, 1, 1000, shift),
-          ar(400, 100, 2, 2000, shift),  # size differs: reported, never paired
-          ev("COMM", 620 + shift, 30, 0, stream=98, coll_op="recv", src_rank=0, in_bytes=64, **TP)]
+    r0 = [
+        ev("STEP", 0, 1000, step=0, stream=1),
+        ar(0, 100, 0, 1000),
+        ar(200, 100, 1, 1000),
+        ar(400, 100, 2, 1000),
+        ev("COMM", 600, 50, 0, stream=98, coll_op="send", dst_rank=1, in_bytes=64, **TP),
+    ]
+    r1 = [
+        ev("STEP", shift, 1000, step=0, stream=1),
+        ar(10, 90, 0, 1000, shift),
+        ar(250, 50, 1, 1000, shift),
+        ar(400, 100, 2, 2000, shift),  # size differs: reported, never paired
+        ev("COMM", 620 + shift, 30, 0, stream=98, coll_op="recv", src_rank=0, in_bytes=64, **TP),
+    ]
     return traceset({0: table(r0), 1: table(r1, shuffle_seed=3)}, device_type="cpu")
 
 
@@ -64,11 +72,26 @@ def test_cross_rank_numbers_do_not_depend_on_the_clock_shift():
 
 
 def test_order_matching_without_seq_and_dim_override():
-    rows = lambda off, late: [ev("COMM", off + t + late * (i == 1), 100 - late * (i == 1), 0, stream=9,
-                                 coll_op="all_gather", in_bytes=10, out_bytes=20, pg_name="7", pg_desc="mesh_dp_shard",
-                                 pg_ranks="[0, 1]", group_size=2) for i, t in enumerate((0, 500))]
-    d = analyze(traceset({0: table(rows(0, 0)), 1: table(rows(0, 40))}, device_type="cuda"),
-                dim_map=("mesh_dp_*=fsdp",)).to_dict()
+    rows = lambda off, late: [
+        ev(
+            "COMM",
+            off + t + late * (i == 1),
+            100 - late * (i == 1),
+            0,
+            stream=9,
+            coll_op="all_gather",
+            in_bytes=10,
+            out_bytes=20,
+            pg_name="7",
+            pg_desc="mesh_dp_shard",
+            pg_ranks="[0, 1]",
+            group_size=2,
+        )
+        for i, t in enumerate((0, 500))
+    ]
+    d = analyze(
+        traceset({0: table(rows(0, 0)), 1: table(rows(0, 40))}, device_type="cuda"), dim_map=("mesh_dp_*=fsdp",)
+    ).to_dict()
     c = by_key(d)
     assert round(c[(0, "all_gather", -1)]["wait_us"] * 1e3) in (0, 40)
     assert sorted(round(x["wait_us"] * 1e3) for x in d["collectives"]) == [0, 0, 0, 40]

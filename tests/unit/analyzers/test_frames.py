@@ -59,9 +59,13 @@ def _available(section):
     return None if isinstance(section, dict) and section.get("available") is False else section
 
 
-TOP_LEVEL = {"collectives_frame": "collectives", "dimensions_frame": "by_dimension",
-             "process_groups_frame": "by_process_group", "stragglers_frame": "stragglers",
-             "clock_offsets_frame": "clock_offsets"}
+TOP_LEVEL = {
+    "collectives_frame": "collectives",
+    "dimensions_frame": "by_dimension",
+    "process_groups_frame": "by_process_group",
+    "stragglers_frame": "stragglers",
+    "clock_offsets_frame": "clock_offsets",
+}
 
 
 @pytest.mark.parametrize("accessor", sorted(TOP_LEVEL))
@@ -76,17 +80,25 @@ def test_communication_tables(both, accessor):
 PER_RANK = {
     "steps_frame": lambda r: r["steps"],
     "kernel_frame": lambda r: _available(r["kernel_breakdown"]),
-    "busy_partition_frame": lambda r: None if not _available(r["busy_partition"]) else
-    [{**p, "busy_us": r["busy_partition"]["busy_us"]} for p in r["busy_partition"]["parts"]],
+    "busy_partition_frame": lambda r: (
+        None
+        if not _available(r["busy_partition"])
+        else [{**p, "busy_us": r["busy_partition"]["busy_us"]} for p in r["busy_partition"]["parts"]]
+    ),
     "idle_frame": lambda r: None if not _available(r["idle_breakdown"]) else r["idle_breakdown"]["steps"],
     "launch_outliers_frame": lambda r: None if not _available(r["launch_stats"]) else r["launch_stats"]["outliers"],
     "memory_devices_frame": lambda r: None if not _available(r["memory_timeline"]) else r["memory_timeline"]["devices"],
     "memory_peaks_frame": lambda r: None if not _available(r["memory_timeline"]) else r["memory_timeline"]["steps"],
-    "memory_allocators_frame": lambda r: None if not _available(r["memory_timeline"])
-    else r["memory_timeline"]["top_allocators"],
-    "memory_points_frame": lambda r: None if not _available(r["memory_timeline"]) else [
-        {"device": p["device"], "t_us": t, "allocated_bytes": a, "reserved_bytes": b}
-        for p in r["memory_timeline"]["points"] for t, a, b in zip(p["t_us"], p["allocated_bytes"], p["reserved_bytes"])],
+    "memory_allocators_frame": lambda r: None if not _available(r["memory_timeline"]) else r["memory_timeline"]["top_allocators"],
+    "memory_points_frame": lambda r: (
+        None
+        if not _available(r["memory_timeline"])
+        else [
+            {"device": p["device"], "t_us": t, "allocated_bytes": a, "reserved_bytes": b}
+            for p in r["memory_timeline"]["points"]
+            for t, a, b in zip(p["t_us"], p["allocated_bytes"], p["reserved_bytes"])
+        ]
+    ),
 }
 
 
@@ -99,10 +111,14 @@ def test_per_rank_tables(both, accessor):
 def test_by_class_stream_and_launch_figures(both):
     analysis, doc = both
     _same(analysis.kernel_frame("class"), _ranked(doc, lambda r: _available(r["kernel_classes"])))
-    _same(analysis.idle_frame("stream"), _ranked(doc, lambda r: _available(r["idle_breakdown"]) and
-                                                  r["idle_breakdown"]["streams"]))
-    want = [{"rank": r["rank"], **{k: v for k, v in r["launch_stats"].items() if not isinstance(v, (list, dict))}}
-            for r in doc["ranks"] if _available(r["launch_stats"])]
+    _same(
+        analysis.idle_frame("stream"), _ranked(doc, lambda r: _available(r["idle_breakdown"]) and r["idle_breakdown"]["streams"])
+    )
+    want = [
+        {"rank": r["rank"], **{k: v for k, v in r["launch_stats"].items() if not isinstance(v, (list, dict))}}
+        for r in doc["ranks"]
+        if _available(r["launch_stats"])
+    ]
     _same(analysis.launch_stats_frame(), want)
 
 

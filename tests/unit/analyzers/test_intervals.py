@@ -12,7 +12,7 @@ spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=25)
 def _grid(pairs, n=80):
     g = np.zeros(n, bool)
     for s, d in pairs:
-        g[s:s + d] = True
+        g[s : s + d] = True
     return g
 
 

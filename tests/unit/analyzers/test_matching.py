@@ -20,8 +20,11 @@ def reference(rows: list[dict]) -> tuple[list[int], int, list[str]]:
     """Per instance, in plain Python: key, then per key the checks, then match numbers in key text order."""
     pg = [r["pg_name"] if r["pg_name"] != "" else r["pg_ranks"] for r in rows]
     by_start = sorted(range(len(rows)), key=lambda i: rows[i]["start_ns"])  # sorted() is stable
-    coll = {i for i, r in enumerate(rows) if r["op"] not in ("send", "recv") and pg[i] != "" and r["op"] != ""
-            and (r["op"] != "send_recv" or r["seq"] >= 0)}
+    coll = {
+        i
+        for i, r in enumerate(rows)
+        if r["op"] not in ("send", "recv") and pg[i] != "" and r["op"] != "" and (r["op"] != "send_recv" or r["seq"] >= 0)
+    }
     seq_groups = {pg[i] for i in coll} - {pg[i] for i in coll if rows[i]["seq"] < 0}
     keys: dict[int, str] = {}
     counter: dict[tuple, int] = defaultdict(int)
@@ -69,14 +72,35 @@ def reference(rows: list[dict]) -> tuple[list[int], int, list[str]]:
 
 
 def row(rank, op, pg_name, pg_ranks, seq, nbytes, start, src=-1, dst=-1) -> dict:
-    return {"op": op, "pg_name": pg_name, "pg_desc": "", "pg_ranks": pg_ranks, "name": op, "dimension": "",
-            "rank": rank, "step": 0, "group_size": 0, "seq": seq, "stream": 7, "start_ns": start,
-            "end_ns": start + 10, "bytes": nbytes, "hidden_ns": 0, "src_rank": src, "dst_rank": dst}
+    return {
+        "op": op,
+        "pg_name": pg_name,
+        "pg_desc": "",
+        "pg_ranks": pg_ranks,
+        "name": op,
+        "dimension": "",
+        "rank": rank,
+        "step": 0,
+        "group_size": 0,
+        "seq": seq,
+        "stream": 7,
+        "start_ns": start,
+        "end_ns": start + 10,
+        "bytes": nbytes,
+        "hidden_ns": 0,
+        "src_rank": src,
+        "dst_rank": dst,
+    }
 
 
 def random_table(rnd: random.Random, n_calls: int) -> list[dict]:
-    groups = [("pgA", "[0, 1, 2, 3]", True), ("pgB", "[0, 1]", False), ("", "[2, 3]", True),
-              ("", "[1, 3]", False), ("", "", True)]
+    groups = [
+        ("pgA", "[0, 1, 2, 3]", True),
+        ("pgB", "[0, 1]", False),
+        ("", "[2, 3]", True),
+        ("", "[1, 3]", False),
+        ("", "", True),
+    ]
     rows, seqs = [], defaultdict(int)
     for _ in range(n_calls):
         name, ranks_text, with_seq = rnd.choice(groups)
@@ -88,8 +112,19 @@ def random_table(rnd: random.Random, n_calls: int) -> list[dict]:
             explicit = rnd.random() < 0.5
             rows.append(row(s, "send", name, ranks_text, -1, nbytes, start, -1 if not explicit else s, d))
             recv_bytes = nbytes if rnd.random() < 0.9 else nbytes * 2
-            rows.append(row(d, "recv" if rnd.random() < 0.95 else "send", name, ranks_text, -1, recv_bytes,
-                            start + rnd.randrange(0, 300), s, -1 if not explicit else d))
+            rows.append(
+                row(
+                    d,
+                    "recv" if rnd.random() < 0.95 else "send",
+                    name,
+                    ranks_text,
+                    -1,
+                    recv_bytes,
+                    start + rnd.randrange(0, 300),
+                    s,
+                    -1 if not explicit else d,
+                )
+            )
             continue
         op = rnd.choice(OPS)
         seq = seqs[name, ranks_text] if with_seq or rnd.random() < 0.1 else -1
@@ -138,13 +173,16 @@ def test_the_random_tables_exercise_every_case():
         seen |= {w for w in ("rank appears twice", "op differs", "size differs", "more unpaired") if w in text}
         seen |= {"c|pgA|s" for m in msgs if "pgA|s|" in m} | {"p|" for m in msgs if "send" in m}
         df = frame(rows)
-        for kind, sel in (("seq", df["seq"] >= 0), ("order", df["pg_name"] == "pgB"),
-                          ("p2p", df["op"].isin(["send", "recv"])), ("send_recv", df["op"] == "send_recv"),
-                          ("send_recv-no-seq", (df["op"] == "send_recv") & (df["seq"] < 0))):
+        for kind, sel in (
+            ("seq", df["seq"] >= 0),
+            ("order", df["pg_name"] == "pgB"),
+            ("p2p", df["op"].isin(["send", "recv"])),
+            ("send_recv", df["op"] == "send_recv"),
+            ("send_recv-no-seq", (df["op"] == "send_recv") & (df["seq"] < 0)),
+        ):
             if (np.asarray(match)[sel.to_numpy()] >= 0).any() or kind == "send_recv-no-seq" and sel.any():
                 seen.add(kind)
-    assert seen >= {"rank appears twice", "op differs", "size differs", "seq", "order", "p2p", "send_recv",
-                    "send_recv-no-seq"}
+    assert seen >= {"rank appears twice", "op differs", "size differs", "seq", "order", "p2p", "send_recv", "send_recv-no-seq"}
 
 
 def test_empty_and_unmatchable_tables():

@@ -21,8 +21,14 @@ def paper_table2(s, b, h, a, t, row):
     }[row]
 
 
-ROWS = {"none": dict(), "tp": dict(sp=False), "tp+sp": dict(sp=True), "tp+selective": dict(recompute="selective"),
-        "tp+sp+selective": dict(sp=True, recompute="selective"), "full": dict(recompute="full")}
+ROWS = {
+    "none": dict(),
+    "tp": dict(sp=False),
+    "tp+sp": dict(sp=True),
+    "tp+selective": dict(recompute="selective"),
+    "tp+sp+selective": dict(sp=True, recompute="selective"),
+    "full": dict(recompute="full"),
+}
 
 
 @pytest.mark.parametrize("s,b,h,a", SHAPES)

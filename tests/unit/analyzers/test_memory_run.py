@@ -13,14 +13,18 @@ from tracekit.model.activation import ActivationMemoryResult, LayerActivation, S
 TRACE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz"
 S, B, H, A, T = 64, 2, 64, 8, 2
 MODEL = S * B * H // T * (34 + 5 * A * S // H)  # bf16, dropout with 1-byte masks: 4096 · 74 = 303104
-MANIFEST = {"schema": "tracekit.run/1", "layout": {"tp": T, "cp": 1, "dp": 1, "sequence_parallel": True},
-            "model": {"layers": 2, "seq": S, "hidden": H, "heads": A, "batch": B, "dtype": "bf16", "dropout": 0.1}}
+MANIFEST = {
+    "schema": "tracekit.run/1",
+    "layout": {"tp": T, "cp": 1, "dp": 1, "sequence_parallel": True},
+    "model": {"layers": 2, "seq": S, "hidden": H, "heads": A, "batch": B, "dtype": "bf16", "dropout": 0.1},
+}
 
 
 def result(rank, last_step_bytes):
     def step(i, per_layer):
         layers = tuple(LayerActivation(n, f"layers.{n}", b) for n, b in enumerate(per_layer))
         return StepActivation(i, sum(per_layer), 0, layers, (), ())
+
     return ActivationMemoryResult(rank, (step(0, [1, 2]), step(1, last_step_bytes)), "none")
 
 

@@ -25,8 +25,20 @@ def _op(name, ts, dur, kind="CPU_OP", tid=1, step=-1):
 
 
 def _mem(ts, nbytes, total, addr, device=CUDA0, reserved=1 << 20, tid=1, step=-1):
-    return {"name": "[memory]", "kind": "MEMORY", "ts_ns": ts, "dur_ns": 0, "pid": 7, "stream": tid, "step": step,
-            "mem_bytes": nbytes, "mem_total": total, "mem_reserved": reserved, "mem_addr": addr, "mem_device": device}
+    return {
+        "name": "[memory]",
+        "kind": "MEMORY",
+        "ts_ns": ts,
+        "dur_ns": 0,
+        "pid": 7,
+        "stream": tid,
+        "step": step,
+        "mem_bytes": nbytes,
+        "mem_total": total,
+        "mem_reserved": reserved,
+        "mem_addr": addr,
+        "mem_device": device,
+    }
 
 
 def _table(add2: int = 50):
@@ -34,16 +46,26 @@ def _table(add2: int = 50):
     aten::linear > aten::mm allocates 400 @1, aten::add 200 @2 (outside linear), mm's 400 freed at 500. Step 2: linear >
     mm 300 @3 at 1100, add 50 @4 at 1200 -> peak 100+200+300+50 = 650 at 1200; then frees. A CPU allocation on
     another thread, inside no op."""
-    return EventTable.from_rows([
-        _op("ProfilerStep#1", 0, 1000, "STEP", step=1), _op("ProfilerStep#2", 1000, 1000, "STEP", step=2),
-        _op("aten::linear", 10, 300, step=1), _op("aten::mm", 20, 100, step=1), _op("aten::add", 400, 50, step=1),
-        _op("aten::linear", 1050, 300, step=2), _op("aten::mm", 1060, 100, step=2),
-        _op("aten::add", 1190, 20, step=2),  # inside linear, after mm: innermost add, top-level linear
-        _mem(30, 400, 500, 1, step=1), _mem(410, 200, 700, 2, step=1), _mem(500, -400, 300, 1, step=1),
-        _mem(1100, 300, 600, 3, step=2), _mem(1200, add2, 600 + add2, 4, step=2),
-        _mem(1500, -100, 500 + add2, 9, step=2), _mem(1600, -300, 200 + add2, 3, step=2),
-        _mem(1700, 64, 64, 5, device=CPU, reserved=-1, tid=2, step=2),
-    ])
+    return EventTable.from_rows(
+        [
+            _op("ProfilerStep#1", 0, 1000, "STEP", step=1),
+            _op("ProfilerStep#2", 1000, 1000, "STEP", step=2),
+            _op("aten::linear", 10, 300, step=1),
+            _op("aten::mm", 20, 100, step=1),
+            _op("aten::add", 400, 50, step=1),
+            _op("aten::linear", 1050, 300, step=2),
+            _op("aten::mm", 1060, 100, step=2),
+            _op("aten::add", 1190, 20, step=2),  # inside linear, after mm: innermost add, top-level linear
+            _mem(30, 400, 500, 1, step=1),
+            _mem(410, 200, 700, 2, step=1),
+            _mem(500, -400, 300, 1, step=1),
+            _mem(1100, 300, 600, 3, step=2),
+            _mem(1200, add2, 600 + add2, 4, step=2),
+            _mem(1500, -100, 500 + add2, 9, step=2),
+            _mem(1600, -300, 200 + add2, 3, step=2),
+            _mem(1700, 64, 64, 5, device=CPU, reserved=-1, tid=2, step=2),
+        ]
+    )
 
 
 def test_hand_built_table_known_answers():
@@ -57,8 +79,11 @@ def test_hand_built_table_known_answers():
     assert cuda.unattributed_bytes == 100
     rows = m.allocators_frame()
     got = {(r.device, r.op, r.top_level_op): (r.live_bytes, r.allocations) for r in rows.itertuples()}
-    assert got == {("cuda:0", "aten::mm", "aten::linear"): (400, 1), ("cuda:0", "aten::add", "aten::add"): (200, 1),
-                   ("cpu", "(no enclosing op)", "(no enclosing op)"): (64, 1)}
+    assert got == {
+        ("cuda:0", "aten::mm", "aten::linear"): (400, 1),
+        ("cuda:0", "aten::add", "aten::add"): (200, 1),
+        ("cpu", "(no enclosing op)", "(no enclosing op)"): (64, 1),
+    }
     assert rows[rows.device == "cuda:0"].live_bytes.sum() + cuda.unattributed_bytes == cuda.peak_allocated_bytes
     steps = {(r.step, r.device): (r.peak_allocated_bytes, r.peak_us, r.events) for r in m.steps_frame().itertuples()}
     assert steps == {(1, "cuda:0"): (700, 0.41, 3), (2, "cuda:0"): (650, 1.2, 4), (2, "cpu"): (64, 1.7, 1)}
@@ -74,8 +99,7 @@ def test_the_step_two_peak_has_its_own_allocators():
     got = {(r.op, r.top_level_op): r.live_bytes for r in m.allocators_frame().itertuples() if r.device == "cuda:0"}
     assert got == {("aten::mm", "aten::linear"): 300, ("aten::add", "aten::linear"): 500, ("aten::add", "aten::add"): 200}
     assert cuda.unattributed_bytes == 100
-    assert [r.op for r in m.allocators_frame().itertuples() if r.device == "cuda:0"] == ["aten::add", "aten::mm",
-                                                                                         "aten::add"]
+    assert [r.op for r in m.allocators_frame().itertuples() if r.device == "cuda:0"] == ["aten::add", "aten::mm", "aten::add"]
 
 
 def test_a_total_that_disagrees_with_the_bytes_is_counted():
@@ -106,8 +130,7 @@ def test_downsample_keeps_every_bucket_maximum_and_the_ends():
 
 
 def test_device_labels():
-    assert [memory_device_label(c) for c in (CPU, CUDA0, memory_device_code(1, 3), -1)] == ["cpu", "cuda:0", "cuda:3",
-                                                                                            "unknown"]
+    assert [memory_device_label(c) for c in (CPU, CUDA0, memory_device_code(1, 3), -1)] == ["cpu", "cuda:0", "cuda:3", "unknown"]
     assert memory_device_code(1, 400) == -1
 
 
@@ -140,8 +163,11 @@ def _raw_memory(raw):
 def test_real_trace_peaks_against_the_raw_json(raw, analysis):
     doc = analysis.to_dict()
     mt = doc["ranks"][0]["memory_timeline"]
-    steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in raw
-             if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"]
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in raw
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+    ]
     devices = {d["device"]: d for d in mt["devices"]}
     for dev, events in _raw_memory(raw).items():
         totals = [e["args"]["Total Allocated"] for e in events]
@@ -218,6 +244,7 @@ def test_memory_points_option_on_the_command_line():
     assert mt["max_points"] == 50 and all(len(p["t_us"]) <= 50 for p in mt["points"])
     assert "--memory-points" in mt["notes"][0]
     assert {p["device"]: max(p["allocated_bytes"]) for p in mt["points"]} == {
-        d["device"]: d["peak_allocated_bytes"] for d in mt["devices"]}
+        d["device"]: d["peak_allocated_bytes"] for d in mt["devices"]
+    }
     bad = CliRunner().invoke(cli, ["analyze", gpu_trace(TRACE), "--memory-points", "1"])
     assert bad.exit_code == 2

@@ -182,8 +182,7 @@ def test_a_gzip_export_and_the_cli(tmp_path):
     p.write_bytes(gzip.compress(b"[[-1, 1, 100, 0], [10, 2, 50, 4], [10, 2, 30, 3], [20, 4, -30, 3], [30, 4, -50, 4]]"))
     tl = export_timeline(read_memory_export(p))
     assert tl.t_us.tolist() == [0.01, 0.01, 0.02, 0.03][1:] and tl.allocated_bytes.tolist() == [180, 150, 100]
-    assert tl.category_bytes_at_peak() == {**dict.fromkeys(CATEGORIES, 0), "parameter": 100, "activation": 50,
-                                           "temporary": 30}
+    assert tl.category_bytes_at_peak() == {**dict.fromkeys(CATEGORIES, 0), "parameter": 100, "activation": 50, "temporary": 30}
     r = CliRunner().invoke(cli, ["memory", "timeline", str(p), "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.output)["peak_allocated_bytes"] == 180
     r = CliRunner().invoke(cli, ["memory", "timeline", str(p)])
@@ -209,8 +208,31 @@ def test_tracekit_profile_records_memory_when_asked(tmp_path):
 def test_tracekit_run_profile_memory(tmp_path):
     """The real command (one spawned process: the smallest run that still goes through the runner)."""
     out = tmp_path / "run"
-    r = CliRunner().invoke(cli, ["run", "--workload", "dp", "--dp", "1", "--layers", "1", "--steps", "1", "--seq", "8",
-                                 "--hidden", "16", "--heads", "2", "--batch", "2", "--profile-memory", "--out", str(out)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            "dp",
+            "--dp",
+            "1",
+            "--layers",
+            "1",
+            "--steps",
+            "1",
+            "--seq",
+            "8",
+            "--hidden",
+            "16",
+            "--heads",
+            "2",
+            "--batch",
+            "2",
+            "--profile-memory",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = tracekit.analyze(tracekit.load([str(out)])).to_dict()
     (dev,) = doc["ranks"][0]["memory_timeline"]["devices"]

@@ -26,8 +26,7 @@ def test_breakdowns_sit_beside_each_ranks_totals_and_agree_with_them():
 
 
 def test_the_critical_path_is_opt_in_and_adds_up():
-    s = tracekit.analyze(tracekit.load(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")),
-                         critical_path=True).to_dict()
+    s = tracekit.analyze(tracekit.load(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")), critical_path=True).to_dict()
     cp = s["critical_path"]
     assert [p["step"] for p in cp["steps"]] == [st["step"] for st in s["ranks"][0]["steps"]]
     for p in cp["steps"]:

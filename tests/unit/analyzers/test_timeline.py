@@ -19,8 +19,7 @@ def shifted(rows, by):
 
 def summary(rows, seed=None):
     t = table(shifted(rows, BASE), shuffle_seed=seed)
-    ts = TraceSet({0: t}, {0: RankInfo(rank=0, world_size=1, device_type="cuda", base_time_ns=BASE)},
-                  RunMetadata(world_size=1))
+    ts = TraceSet({0: t}, {0: RankInfo(rank=0, world_size=1, device_type="cuda", base_time_ns=BASE)}, RunMetadata(world_size=1))
     return analyze(ts)
 
 
@@ -67,8 +66,11 @@ def test_annotation_pieces_cover_all_steps_and_sum_to_the_totals():
     tot = s.to_dict()["ranks"][0]["totals"]
     assert sum(e - b for b, e, c in intervals if c == "hidden") == pytest.approx(tot["hidden_comm_us"])
     assert sum(e - b for b, e, c in intervals if c == "exposed") == pytest.approx(tot["exposed_comm_us"])
-    assert sorted((round(c["start_us"] * 1e3), round((c["start_us"] + c["dur_us"]) * 1e3)) for c in cols) == \
-        [(30, 90), (60, 80), (180, 230)]
+    assert sorted((round(c["start_us"] * 1e3), round((c["start_us"] + c["dur_us"]) * 1e3)) for c in cols) == [
+        (30, 90),
+        (60, 80),
+        (180, 230),
+    ]
     assert {c["dimension"] for c in cols} == {"world"}  # default_pg
 
 

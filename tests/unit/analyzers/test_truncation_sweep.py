@@ -54,9 +54,34 @@ def steps_of(d: dict, rank: int) -> dict:
 @pytest.fixture(scope="module")
 def gloo_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("gloo-tp-sp")
-    subprocess.run([sys.executable, "-m", "tracekit", "run", "--workload", "tp-sp", "--tp", "2", "--layers", "1",
-                    "--seq", "64", "--hidden", "128", "--heads", "4", "--steps", "3", "--overlap", "--out", str(out)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracekit",
+            "run",
+            "--workload",
+            "tp-sp",
+            "--tp",
+            "2",
+            "--layers",
+            "1",
+            "--seq",
+            "64",
+            "--hidden",
+            "128",
+            "--heads",
+            "4",
+            "--steps",
+            "3",
+            "--overlap",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out
 
 
@@ -142,8 +167,10 @@ def _sweep_single(tmp_path, src: str, rank: int) -> list[tuple]:
     return figures
 
 
-@pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0.json.gz", "pp-sendrecv-128rank-rank0.json.gz",
-                                  "single-rank-nocomm-nsresolution.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    ["allreduce-broadcast-2rank-rank0.json.gz", "pp-sendrecv-128rank-rank0.json.gz", "single-rank-nocomm-nsresolution.json.gz"],
+)
 def test_gpu_trace_cut_anywhere(tmp_path, name):
     """pp-sendrecv writes step 551's last kernels after step 552's: a rule by cut time would call 551 complete
     with half its communication; the ns-resolution trace loses its exact timestamps with the end of the file."""

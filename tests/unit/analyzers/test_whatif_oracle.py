@@ -15,12 +15,16 @@ from tracekit.analyzers.graph.whatif import replay, whatif
 LATENCY, CALL, SYNC_COST, TAIL = 5, 4, 3, 10
 HOST = dict(stream=1, device=-1)
 
-actions = st.lists(st.one_of(
-    st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
-    st.tuples(st.just("launch"), st.sampled_from([7, 8]), st.integers(1, 150).map(lambda x: 2 * x)),
-    st.tuples(st.just("sync")),
-    st.tuples(st.just("stream_sync"), st.sampled_from([7, 8])),
-), min_size=1, max_size=30)
+actions = st.lists(
+    st.one_of(
+        st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
+        st.tuples(st.just("launch"), st.sampled_from([7, 8]), st.integers(1, 150).map(lambda x: 2 * x)),
+        st.tuples(st.just("sync")),
+        st.tuples(st.just("stream_sync"), st.sampled_from([7, 8])),
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 def simulate(acts, kernel_factor=1.0):
@@ -34,8 +38,10 @@ def simulate(acts, kernel_factor=1.0):
         elif a[0] == "launch":
             s, k = a[1], int(a[2] * kernel_factor)
             start = max(t + LATENCY, free[s])
-            rows += [ev("RUNTIME", t, CALL, 0, name="cudaLaunchKernel", correlation=corr, **HOST),
-                     ev("KERNEL", start, k, 0, stream=s, device=0, name="k", correlation=corr)]
+            rows += [
+                ev("RUNTIME", t, CALL, 0, name="cudaLaunchKernel", correlation=corr, **HOST),
+                ev("KERNEL", start, k, 0, stream=s, device=0, name="k", correlation=corr),
+            ]
             free[s] = start + k
             t += CALL
         else:
@@ -43,8 +49,10 @@ def simulate(acts, kernel_factor=1.0):
             done = free[s] if s >= 0 else max(free.values())
             end = max(t, done) + SYNC_COST
             name = "cudaStreamSynchronize" if s >= 0 else "cudaDeviceSynchronize"
-            rows += [ev("RUNTIME", t, end - t, 0, name=name, correlation=corr, **HOST),
-                     ev("SYNC", t, end - t, 0, stream=s, device=0, name="Sync", correlation=corr)]
+            rows += [
+                ev("RUNTIME", t, end - t, 0, name=name, correlation=corr, **HOST),
+                ev("SYNC", t, end - t, 0, stream=s, device=0, name="Sync", correlation=corr),
+            ]
             t = end
     rows.append(ev("STEP", 0, t + TAIL, 0, name="ProfilerStep#0", **HOST))
     return rows, t + TAIL
@@ -91,15 +99,22 @@ def test_scaled_kernels_match_the_simulator(acts, factor, block_nodes):
 
 # --- two ranks joined by all-reduces ---------------------------------------------------------------------
 
-host_actions = st.lists(st.one_of(
-    st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
-    st.tuples(st.just("launch"), st.just(7), st.integers(1, 150).map(lambda x: 2 * x)),
-    st.tuples(st.just("stream_sync"), st.just(7)),
-), max_size=6)
-phases = st.lists(st.tuples(host_actions, host_actions, st.integers(1, 200).map(lambda x: 2 * x), st.booleans(),
-                            st.booleans()), min_size=1, max_size=8)
-TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2, coll_op="all_reduce",
-          in_bytes=4096, out_bytes=4096)
+host_actions = st.lists(
+    st.one_of(
+        st.tuples(st.just("op"), st.integers(1, 100).map(lambda x: 2 * x)),
+        st.tuples(st.just("launch"), st.just(7), st.integers(1, 150).map(lambda x: 2 * x)),
+        st.tuples(st.just("stream_sync"), st.just(7)),
+    ),
+    max_size=6,
+)
+phases = st.lists(
+    st.tuples(host_actions, host_actions, st.integers(1, 200).map(lambda x: 2 * x), st.booleans(), st.booleans()),
+    min_size=1,
+    max_size=8,
+)
+TP = dict(
+    pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2, coll_op="all_reduce", in_bytes=4096, out_bytes=4096
+)
 
 
 class _Rank:
@@ -119,9 +134,10 @@ class _Rank:
 
     def launch(self, s, k, name, **kw):
         start = max(self.t + LATENCY, self.free[s])
-        self.rows += [ev("RUNTIME", self.t, CALL, 0, name="cudaLaunchKernel", correlation=self.corr, **HOST),
-                      ev("COMM" if kw else "KERNEL", start, k, 0, stream=s, device=0, name=name,
-                         correlation=self.corr, **kw)]
+        self.rows += [
+            ev("RUNTIME", self.t, CALL, 0, name="cudaLaunchKernel", correlation=self.corr, **HOST),
+            ev("COMM" if kw else "KERNEL", start, k, 0, stream=s, device=0, name=name, correlation=self.corr, **kw),
+        ]
         self.free[s] = start + k
         self.t += CALL
         return start
@@ -129,9 +145,10 @@ class _Rank:
     def sync(self, s):
         self.corr += 1
         end = max(self.t, self.free[s]) + SYNC_COST
-        self.rows += [ev("RUNTIME", self.t, end - self.t, 0, name="cudaStreamSynchronize", correlation=self.corr,
-                         **HOST),
-                      ev("SYNC", self.t, end - self.t, 0, stream=s, device=0, name="Sync", correlation=self.corr)]
+        self.rows += [
+            ev("RUNTIME", self.t, end - self.t, 0, name="cudaStreamSynchronize", correlation=self.corr, **HOST),
+            ev("SYNC", self.t, end - self.t, 0, stream=s, device=0, name="Sync", correlation=self.corr),
+        ]
         self.t = end
 
 
@@ -152,8 +169,9 @@ def simulate_two(ph, transfer_factor=1.0):
             if s:
                 r.sync(20)
     ends = [r.t + TAIL for r in ranks]
-    tables = {i: table(r.rows + [ev("STEP", 0, e, 0, name="ProfilerStep#0", **HOST)])
-              for i, (r, e) in enumerate(zip(ranks, ends))}
+    tables = {
+        i: table(r.rows + [ev("STEP", 0, e, 0, name="ProfilerStep#0", **HOST)]) for i, (r, e) in enumerate(zip(ranks, ends))
+    }
     return traceset(tables, device_type="cuda"), max(ends)
 
 

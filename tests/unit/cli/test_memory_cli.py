@@ -19,8 +19,24 @@ def test_json_matches_table2_gpt3_tp8():
 
 
 def test_table_lists_terms_and_tensors():
-    res = _run("--seq", "64", "--batch", "2", "--hidden", "128", "--heads", "8", "--tp", "2", "--sp",
-               "--recompute", "selective", "--tensors", "--vocab", "1000")
+    res = _run(
+        "--seq",
+        "64",
+        "--batch",
+        "2",
+        "--hidden",
+        "128",
+        "--heads",
+        "8",
+        "--tp",
+        "2",
+        "--sp",
+        "--recompute",
+        "selective",
+        "--tensors",
+        "--vocab",
+        "1000",
+    )
     assert res.exit_code == 0, res.output
     assert "sbh(34/t)" in res.output and "GELU input" in res.output and "logits" in res.output
     assert "softmax" not in res.output  # selective recomputation drops the s² terms

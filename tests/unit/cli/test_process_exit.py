@@ -33,11 +33,13 @@ def test_outputs_and_stdout_are_whole_and_the_status_is_the_commands(tmp_path):
 def test_atexit_handlers_still_run(tmp_path):
     """A handler registered during the command (as a library would) runs before the process ends."""
     flag = tmp_path / "ran"
-    code = ("import atexit, sys\n"
-            f"atexit.register(lambda: open({str(flag)!r}, 'w').write('yes'))\n"
-            "sys.argv = ['tracekit', '--help']\n"
-            "from tracekit.cli import main\n"
-            "main()\n")
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(flag)!r}, 'w').write('yes'))\n"
+        "sys.argv = ['tracekit', '--help']\n"
+        "from tracekit.cli import main\n"
+        "main()\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "Usage" in res.stdout
     assert flag.read_text() == "yes"
@@ -46,8 +48,26 @@ def test_atexit_handlers_still_run(tmp_path):
 def test_a_profiled_command_ends_the_normal_way_and_its_profile_is_written(tmp_path):
     """``python -m cProfile -o FILE -m tracekit ...`` writes FILE after the command returns: no fast exit there."""
     prof = tmp_path / "run.prof"
-    res = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "tracekit", "analyze", TRACE,
-                          "--format", "json", "--no-cache", "--out", str(tmp_path / "s.json")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cProfile",
+            "-o",
+            str(prof),
+            "-m",
+            "tracekit",
+            "analyze",
+            TRACE,
+            "--format",
+            "json",
+            "--no-cache",
+            "--out",
+            str(tmp_path / "s.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert prof.stat().st_size > 0

@@ -47,8 +47,10 @@ def _json(*args):
 def test_window_gives_the_steps_the_analysis_gives():
     """--window as on analyze (exact name or glob): each step's measured time equals the analysis' host window
     of the same --window (the step plan: an independent path from the graph's windows)."""
-    for trace, window in (("kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz", "ProfilerStep#*"),
-                          ("kineto-gpu-more/critical-path-alexnet.json.gz", "*|measure|forward]")):
+    for trace, window in (
+        ("kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz", "ProfilerStep#*"),
+        ("kineto-gpu-more/critical-path-alexnet.json.gz", "*|measure|forward]"),
+    ):
         path = os.path.join(DATA, trace)
         got = _json("whatif", path, "--window", window)
         steps = _json("analyze", path, "--window", window)["ranks"][0]["steps"]
@@ -63,9 +65,18 @@ def test_window_nested_instances_merge_into_the_enclosing_one():
     from tracekit.analyzers.graph.whatif import whatif as run_whatif
 
     host = dict(stream=1, device=-1)
-    ts = traceset({0: table([ev("ANNOTATION", 0, 1000, name="fwd", **host), ev("ANNOTATION", 100, 200, name="fwd", **host),
-                             ev("ANNOTATION", 2000, 500, name="fwd-2", **host),
-                             ev("CPU_OP", 10, 50, name="aten::mm", **host)])})
+    ts = traceset(
+        {
+            0: table(
+                [
+                    ev("ANNOTATION", 0, 1000, name="fwd", **host),
+                    ev("ANNOTATION", 100, 200, name="fwd", **host),
+                    ev("ANNOTATION", 2000, 500, name="fwd-2", **host),
+                    ev("CPU_OP", 10, 50, name="aten::mm", **host),
+                ]
+            )
+        }
+    )
     r = run_whatif(ts, windows="fwd*")
     assert [(s.step, s.measured_ns) for s in r.steps] == [(0, 1000), (1, 500)]
 

@@ -114,6 +114,7 @@ def test_cpu_peak_sees_a_known_allocation():
 
 def test_reentrant_checkpoint_keeps_only_the_layer_input():
     from torch.utils.checkpoint import checkpoint
+
     torch.manual_seed(0)
     layer = RefLayer(64, 4)
     x = layer_input(32, 2, 64)

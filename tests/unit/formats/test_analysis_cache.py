@@ -19,8 +19,11 @@ from tracekit.cli import _analysis, cli
 analyze_cmd = importlib.import_module("tracekit.cli.analyze")
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-FIXTURES = ["kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz", "kineto-gpu-more/cuda-event-sync-multi-stream.json.gz",
-            "kineto-gpu-more/oldformat-kernel-runtime-categories.json.gz"]
+FIXTURES = [
+    "kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz",
+    "kineto-gpu-more/cuda-event-sync-multi-stream.json.gz",
+    "kineto-gpu-more/oldformat-kernel-runtime-categories.json.gz",
+]
 
 
 def _run(*args: str, ok: bool = True):
@@ -142,13 +145,18 @@ def test_errors_are_not_cached(tmp_path):
     assert not _entries()
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"\x00\x01garbage", "not valid JSON"),
-    (b'{"schema": "tracekit.analysis_cache/1", "key": {}, "summary": 5}', "Expected `object`"),
-    (b'{"schema": "tracekit.analysis_cache/1", "key": {}, "summary": {"schema": "tracekit.summary/1"}, '
-     b'"extra": NaN}', "not valid JSON"),
-    (b"[" * 100_000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"\x00\x01garbage", "not valid JSON"),
+        (b'{"schema": "tracekit.analysis_cache/1", "key": {}, "summary": 5}', "Expected `object`"),
+        (
+            b'{"schema": "tracekit.analysis_cache/1", "key": {}, "summary": {"schema": "tracekit.summary/1"}, "extra": NaN}',
+            "not valid JSON",
+        ),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+)
 def test_a_broken_entry_is_a_warning_and_a_fresh_analysis(run_dir, counted, content, why):
     fresh = _run(str(run_dir), "--format", "json", "--no-cache").output
     _run(str(run_dir), "--format", "json")
@@ -200,6 +208,10 @@ def test_a_rule_file_that_is_a_fifo_hangs_nothing(run_dir, tmp_path):
 
     fifo = tmp_path / "rules.toml"
     os.mkfifo(fifo)
-    res = subprocess.run([sys.executable, "-m", "tracekit", "analyze", str(run_dir), "--format", "json",
-                          "--comm-rules", str(fifo)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "tracekit", "analyze", str(run_dir), "--format", "json", "--comm-rules", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "FIFO" in res.stderr and "Traceback" not in res.stderr

@@ -22,9 +22,28 @@ from tracekit.cli import cli
 
 EXAMPLES = int(os.environ.get("TRACEKIT_FUZZ_EXAMPLES", 40))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-HOSTILE = [None, True, -1, 0, 2**63, -(2**70), 1e308, -1e308, float("nan"), float("inf"), 1e-320, "", "abc",
-           "\x1b[31mred\x07", "<script>alert(1)</script>", [], [1, "x"], {}, {"a": None},
-           json.loads("[" * 300 + "]" * 300)]
+HOSTILE = [
+    None,
+    True,
+    -1,
+    0,
+    2**63,
+    -(2**70),
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    1e-320,
+    "",
+    "abc",
+    "\x1b[31mred\x07",
+    "<script>alert(1)</script>",
+    [],
+    [1, "x"],
+    {},
+    {"a": None},
+    json.loads("[" * 300 + "]" * 300),
+]
 
 
 @cache
@@ -70,8 +89,7 @@ def test_hostile_summary_documents(tmp_path_factory, which, value, delete, comma
     good = tmp / "good.json"
     good.write_text(json.dumps(real_summary()))
     args = [
-        ["check", str(good), "--baseline", str(bad), "--budget", "exposed_comm_share<=0.5", "--json",
-         str(tmp / "v.json")],
+        ["check", str(good), "--baseline", str(bad), "--budget", "exposed_comm_share<=0.5", "--json", str(tmp / "v.json")],
         ["diff", str(bad), str(good), "--format", "json"],
         ["report", "--summary", str(bad), "-o", str(tmp / "r.html")],
         ["baseline", str(bad), "-o", str(tmp / "b.json")],
@@ -109,8 +127,10 @@ def test_hostile_critical_path_sections(tmp_path_factory, which, value, delete, 
     paths = critical_paths()
     bad = tmp / "bad.json"
     bad.write_text(json.dumps(_mutate(critical_summary(), paths[which % len(paths)], value, delete)))
-    args = [["report", "--summary", str(bad), "-o", str(tmp / "r.html")],
-            ["check", str(bad), "--budget", "exposed_comm_share<=1", "--json", str(tmp / "v.json")]][command]
+    args = [
+        ["report", "--summary", str(bad), "-o", str(tmp / "r.html")],
+        ["check", str(bad), "--budget", "exposed_comm_share<=1", "--json", str(tmp / "v.json")],
+    ][command]
     res = CliRunner().invoke(cli, args)
     assert res.exception is None or isinstance(res.exception, SystemExit), (args, repr(res.exception))
     assert res.exit_code in (0, 1, 2, 3), (args, res.exit_code, res.output)

@@ -16,12 +16,23 @@ from tracekit.loader import load
 from tracekit.model.activation import ActivationMemoryResult, LayerActivation, StepActivation
 
 TRACE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu" / "allreduce-broadcast-2rank-rank0.json.gz"
-GOOD = {"schema": "tracekit.run/1", "world_size": 2, "backend": "gloo",
-        "layout": {"tp": 2, "cp": 1, "dp": 1, "sequence_parallel": True},
-        "process_groups": [{"name": "1", "desc": "tracekit:tp", "ranks": [0, 1], "size": 2, "dimension": "tp"},
-                           {"name": 2, "ranks": [0]}, {"name": "3", "desc": "", "ranks": [1], "dimension": ""}],
-        "group_dimensions": {"1": "tp"}, "model": {"seq": 64}, "profiled_ranks": [0, 1],
-        "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}, "workload": "tp-sp", "custom": {"x": [1]}}
+GOOD = {
+    "schema": "tracekit.run/1",
+    "world_size": 2,
+    "backend": "gloo",
+    "layout": {"tp": 2, "cp": 1, "dp": 1, "sequence_parallel": True},
+    "process_groups": [
+        {"name": "1", "desc": "tracekit:tp", "ranks": [0, 1], "size": 2, "dimension": "tp"},
+        {"name": 2, "ranks": [0]},
+        {"name": "3", "desc": "", "ranks": [1], "dimension": ""},
+    ],
+    "group_dimensions": {"1": "tp"},
+    "model": {"seq": 64},
+    "profiled_ranks": [0, 1],
+    "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+    "workload": "tp-sp",
+    "custom": {"x": [1]},
+}
 
 
 def test_an_intact_manifest_reads_back_as_written(tmp_path):
@@ -32,12 +43,23 @@ def test_an_intact_manifest_reads_back_as_written(tmp_path):
     assert doc == GOOD  # unknown fields ("custom") kept as they are
 
 
-@pytest.mark.parametrize("field, value", [
-    ("world_size", -3), ("world_size", "two"), ("process_groups", ["0,1", "2,3"]),
-    ("process_groups", [{"name": "1", "ranks": "0,1"}]), ("process_groups", [{"name": "1", "ranks": [-1]}]),
-    ("profiled_ranks", [0, "one"]), ("schedule", {"wait": -1}), ("versions", {"torch": 2}), ("workload", 5),
-    ("group_dimensions", ["tp"]), ("model", [1, 2]), ("activation_memory", "yes"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("world_size", -3),
+        ("world_size", "two"),
+        ("process_groups", ["0,1", "2,3"]),
+        ("process_groups", [{"name": "1", "ranks": "0,1"}]),
+        ("process_groups", [{"name": "1", "ranks": [-1]}]),
+        ("profiled_ranks", [0, "one"]),
+        ("schedule", {"wait": -1}),
+        ("versions", {"torch": 2}),
+        ("workload", 5),
+        ("group_dimensions", ["tp"]),
+        ("model", [1, 2]),
+        ("activation_memory", "yes"),
+    ],
+)
 def test_one_bad_field_is_dropped_with_a_warning_naming_it_and_the_rest_kept(field, value):
     doc, warnings = clean({**GOOD, field: value}, "run.json")
     assert len(warnings) == 1 and f"field {field} =" in warnings[0] and "dropped it" in warnings[0]
@@ -56,10 +78,16 @@ def test_a_minor_revision_and_a_missing_schema_are_accepted():
     assert clean({k: v for k, v in GOOD.items() if k != "schema"}, "x")[1] == []
 
 
-@pytest.mark.parametrize("text, why", [
-    ('{"world_size": NaN}', "not valid JSON"), ("[1, 2]", "not an object"), ('{"a": ' + "[" * 2000 + "]" * 2000 + "}", "nested"),
-    ('{"layout": ' + "[" * 100 + "]" * 100 + "}", "nested"), (b"\xff\xfe{}", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"world_size": NaN}', "not valid JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"a": ' + "[" * 2000 + "]" * 2000 + "}", "nested"),
+        ('{"layout": ' + "[" * 100 + "]" * 100 + "}", "nested"),
+        (b"\xff\xfe{}", "not valid JSON"),
+    ],
+)
 def test_an_unreadable_manifest_is_one_line(tmp_path, text, why):
     path = tmp_path / "run.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -95,13 +123,17 @@ def test_an_activation_file_reads_back_as_saved(tmp_path):
     assert read_activation(path) == _result()
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(rank="abc"), "rank"), (lambda d: d.update(steps=[]), "steps"),
-    (lambda d: d["steps"][0].update(saved_bytes=-5), "saved_bytes"),
-    (lambda d: d["steps"][0]["layers"][0].update(measured_bytes="1k"), "measured_bytes"),
-    (lambda d: d["steps"][0].pop("layers"), "layers"), (lambda d: d.update(schema="tracekit.activation_memory/2"),
-                                                        "schema"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d.update(rank="abc"), "rank"),
+        (lambda d: d.update(steps=[]), "steps"),
+        (lambda d: d["steps"][0].update(saved_bytes=-5), "saved_bytes"),
+        (lambda d: d["steps"][0]["layers"][0].update(measured_bytes="1k"), "measured_bytes"),
+        (lambda d: d["steps"][0].pop("layers"), "layers"),
+        (lambda d: d.update(schema="tracekit.activation_memory/2"), "schema"),
+    ],
+)
 def test_a_bad_activation_file_is_one_line_naming_the_field(tmp_path, change, field):
     doc = _result().to_dict()
     change(doc)

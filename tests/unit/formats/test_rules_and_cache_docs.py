@@ -21,8 +21,10 @@ from tracekit.model.traceset import ProcessGroup, RankInfo
 
 def test_a_rule_file_reaches_the_rule_table(tmp_path):
     p = tmp_path / "rules.toml"
-    p.write_text('title = "ours"\n\n[[comm]]\npattern = "^my_allgather"\nlibrary = "custom"\nop = "all_gather"\n\n'
-                 '[[comm]]\npattern = "myreduce"\n')
+    p.write_text(
+        'title = "ours"\n\n[[comm]]\npattern = "^my_allgather"\nlibrary = "custom"\nop = "all_gather"\n\n'
+        '[[comm]]\npattern = "myreduce"\n'
+    )
     rules = load_rules_toml(str(p))
     assert rules.rules[:2] == (CommRule("^my_allgather", "custom", "all_gather"), CommRule("myreduce", "user", ""))
     assert rules.rules[2:] == DEFAULT_RULES  # the user's rules go first, the defaults stay
@@ -30,13 +32,18 @@ def test_a_rule_file_reaches_the_rule_table(tmp_path):
     assert [r.library if r else None for r in got] == ["custom", "user", "nccl", None]
 
 
-@pytest.mark.parametrize("text,message", [
-    ('[[comm]]\npattern = "x"\nop = 3\n', "entry 1: field 'op' must be a string, not int"),
-    ('[[comm]]\npattern = "x"\n[[comm]]\npattern = "y"\nlibrary = ["a"]\n',
-     "entry 2: field 'library' must be a string, not list"),
-    ('[[comm]]\npattern = 1979-05-27\n', "entry 1, field 'pattern': the pattern must be a string, not date"),
-    ('[comm]\npattern = "x"\n', "'comm' must be an array of tables ([[comm]]), not a dict"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('[[comm]]\npattern = "x"\nop = 3\n', "entry 1: field 'op' must be a string, not int"),
+        (
+            '[[comm]]\npattern = "x"\n[[comm]]\npattern = "y"\nlibrary = ["a"]\n',
+            "entry 2: field 'library' must be a string, not list",
+        ),
+        ("[[comm]]\npattern = 1979-05-27\n", "entry 1, field 'pattern': the pattern must be a string, not date"),
+        ('[comm]\npattern = "x"\n', "'comm' must be an array of tables ([[comm]]), not a dict"),
+    ],
+)
 def test_each_wrong_field_is_one_line(tmp_path, text, message):
     p = tmp_path / "rules.toml"
     p.write_text(text)
@@ -51,14 +58,26 @@ def test_rule_entry_is_the_documented_table():
 
 def test_the_cache_metadata_keeps_every_rank_info_field():
     """A RankInfo field the Struct did not declare would be dropped from every cache hit: the two must agree."""
-    info = RankInfo(rank=1, world_size=2, backend="nccl", source="r1.json", device_type="cuda",
-                    process_groups=(ProcessGroup("0", "default_pg", (0, 1), 2, "nccl", "dp"),),
-                    device_properties=({"id": 0, "name": "H100"},), base_time_ns=17, trace_id="t", nccl_version="2.21",
-                    host_name="h", generation={"flows": "ac2g"}, warnings=("w",), truncated=True,
-                    last_complete_ns=99, activities_whole=True)
+    info = RankInfo(
+        rank=1,
+        world_size=2,
+        backend="nccl",
+        source="r1.json",
+        device_type="cuda",
+        process_groups=(ProcessGroup("0", "default_pg", (0, 1), 2, "nccl", "dp"),),
+        device_properties=({"id": 0, "name": "H100"},),
+        base_time_ns=17,
+        trace_id="t",
+        nccl_version="2.21",
+        host_name="h",
+        generation={"flows": "ac2g"},
+        warnings=("w",),
+        truncated=True,
+        last_complete_ns=99,
+        activities_whole=True,
+    )
     assert set(CachedRankInfo.__struct_fields__) == set(info.to_dict())
-    meta = decode_meta({"stamp": {"size": 1}, "rules": "k", "strings": ["a"], "info": json.loads(json.dumps(
-        info.to_dict()))})
+    meta = decode_meta({"stamp": {"size": 1}, "rules": "k", "strings": ["a"], "info": json.loads(json.dumps(info.to_dict()))})
     assert meta.info.rank_info() == info
     assert {f.name for f in dataclasses.fields(RankInfo)} - set(info.to_dict()) == {"group_ranks"}  # derived
 

@@ -58,8 +58,7 @@ BAD_SHAPES = {
     "layout a list": (lambda s: s["run"].__setitem__("layout", [2, 2]), "$.run.layout"),
     "no totals": (lambda s: s["ranks"][0].pop("totals"), "totals"),
     "NaN": (lambda s: s["ranks"][0]["totals"].__setitem__("wall_us", float("nan")), "NaN"),
-    "1e308": (lambda s: s["ranks"][0]["steps"][0].__setitem__("exposed_comm_us", 1e308),
-              "$.ranks[0].steps[0].exposed_comm_us"),
+    "1e308": (lambda s: s["ranks"][0]["steps"][0].__setitem__("exposed_comm_us", 1e308), "$.ranks[0].steps[0].exposed_comm_us"),
     "Infinity": (lambda s: s["collectives"][0].__setitem__("dur_us", float("inf")), "Infinity"),
     "bytes negative huge": (lambda s: s["by_dimension"][0].__setitem__("bytes", -(2**63)), "$.by_dimension[0].bytes"),
     "wrong schema": (lambda s: s.__setitem__("schema", "tracekit.summary/2"), "tracekit.summary/2"),
@@ -87,8 +86,7 @@ def test_minor_revisions_are_accepted(real_summary, tmp_path):
 
 def test_nesting_too_deep_is_one_line(tmp_path):
     p = tmp_path / "deep.json"
-    p.write_text('{"schema": "tracekit.summary/1", "ranks": [], "run": {"manifest": {"a": ' + "[" * 5000 + "]" * 5000
-                 + "}}}")
+    p.write_text('{"schema": "tracekit.summary/1", "ranks": [], "run": {"manifest": {"a": ' + "[" * 5000 + "]" * 5000 + "}}}")
     with pytest.raises(SummaryFormatError, match="nested too deeply"):
         read_summary(p)
 
@@ -133,15 +131,27 @@ def test_encode_never_writes_nan():
 def test_schema_policy():
     ok = core.schema_accepted
     assert ok("tracekit.summary/1", "tracekit.summary", 1) and ok("tracekit.summary/1.12", "tracekit.summary", 1)
-    for bad in ("tracekit.summary/2", "tracekit.summary/1.", "tracekit.summary/1.x", "tracekit.summary/11",
-                "tracekit.summary", None, 1, "tracekit.gate/1"):
+    for bad in (
+        "tracekit.summary/2",
+        "tracekit.summary/1.",
+        "tracekit.summary/1.x",
+        "tracekit.summary/11",
+        "tracekit.summary",
+        None,
+        1,
+        "tracekit.gate/1",
+    ):
         assert not ok(bad, "tracekit.summary", 1), bad
 
 
 def test_absent_keys_take_their_defaults_so_every_reader_sees_every_key():
-    doc = as_dict(decode_summary(b'{"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": '
-                                 b'{"wall_us": 1, "compute_us": 0, "comm_us": 0, "hidden_comm_us": 0, '
-                                 b'"exposed_comm_us": 0}}]}'))
+    doc = as_dict(
+        decode_summary(
+            b'{"schema": "tracekit.summary/1", "ranks": [{"rank": 0, "totals": '
+            b'{"wall_us": 1, "compute_us": 0, "comm_us": 0, "hidden_comm_us": 0, '
+            b'"exposed_comm_us": 0}}]}'
+        )
+    )
     assert doc["tracekit_version"] == "" and doc["collectives"] == [] and doc["warnings"] == []
     assert doc["run"]["device_type"] is None and doc["run"]["layout"] == {}  # identity: "not recorded"
     assert doc["ranks"][0]["steps"] == [] and doc["ranks"][0]["totals"]["idle_us"] is None
@@ -150,29 +160,55 @@ def test_absent_keys_take_their_defaults_so_every_reader_sees_every_key():
 
 # -- verdict and timeline ------------------------------------------------------------------------------------------
 
+
 def test_verdict_and_timeline_shapes(tmp_path):
-    good = {"schema": "tracekit.gate/1", "passed": False, "checks": [
-        {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
-         "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="}]}
+    good = {
+        "schema": "tracekit.gate/1",
+        "passed": False,
+        "checks": [
+            {
+                "kind": "budget",
+                "name": "overlap_ratio>=0.5",
+                "passed": False,
+                "message": "m",
+                "metric": "overlap_ratio",
+                "current": {"median": 0.25},
+                "baseline": None,
+                "limit": 0.5,
+                "op": ">=",
+            }
+        ],
+    }
     assert core.to_builtins(read_verdict(_write(tmp_path, good))) == good
-    plain = {"passed": True, "baseline": "b.json", "checks": [{"name": "x", "value": 1.0, "baseline": 2.0,
-                                                               "budget": "x<=3", "passed": True, "message": ""}]}
+    plain = {
+        "passed": True,
+        "baseline": "b.json",
+        "checks": [{"name": "x", "value": 1.0, "baseline": 2.0, "budget": "x<=3", "passed": True, "message": ""}],
+    }
     assert core.to_builtins(read_verdict(_write(tmp_path, plain))) == plain
-    for bad, where in (({**good, "passed": "yes"}, "$.passed"), ({**good, "schema": "tracekit.gate/9"}, "gate/9"),
-                       ({**good, "checks": [{"passed": True, "limit": float("nan")}]}, "NaN")):
+    for bad, where in (
+        ({**good, "passed": "yes"}, "$.passed"),
+        ({**good, "schema": "tracekit.gate/9"}, "gate/9"),
+        ({**good, "checks": [{"passed": True, "limit": float("nan")}]}, "NaN"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(where)):
             read_verdict(_write(tmp_path, bad))
-    tl = {"schema": "tracekit.timeline/1", "ranks": [{"rank": 0, "step": 1, "window_us": [0.0, 5.0],
-                                                      "intervals": [[0.0, 1.0, "compute"], [1.0, 2.0, "exposed"]]}]}
+    tl = {
+        "schema": "tracekit.timeline/1",
+        "ranks": [{"rank": 0, "step": 1, "window_us": [0.0, 5.0], "intervals": [[0.0, 1.0, "compute"], [1.0, 2.0, "exposed"]]}],
+    }
     assert json.loads(core.encode(read_timeline(_write(tmp_path, tl)))) == tl
-    for bad, where in (({**tl, "ranks": [{"rank": 0, "intervals": [[0, 1, "gpu"]]}]}, "$.ranks[0].intervals[0][2]"),
-                       ({**tl, "ranks": [{"rank": 0, "intervals": [[2, 1, "compute"]]}]}, "ends before it starts"),
-                       ({**tl, "ranks": {"0": []}}, "$.ranks")):
+    for bad, where in (
+        ({**tl, "ranks": [{"rank": 0, "intervals": [[0, 1, "gpu"]]}]}, "$.ranks[0].intervals[0][2]"),
+        ({**tl, "ranks": [{"rank": 0, "intervals": [[2, 1, "compute"]]}]}, "ends before it starts"),
+        ({**tl, "ranks": {"0": []}}, "$.ranks"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(where)):
             read_timeline(_write(tmp_path, bad))
 
 
 # -- the schema doc and the Structs say the same ----------------------------------------------------------------
+
 
 def _struct_keys(t: object, out: set[str], skip: frozenset[str] = frozenset()) -> None:
     """Every field name reachable from a Struct type (through lists, unions, nested Structs); the fields named in
@@ -215,14 +251,20 @@ INPUTS = DOCS.parent / "report-inputs.md"
 def _documented(path: Path, heading: str) -> set[str]:
     """The keys of the first ```json block after ``heading`` in ``path``."""
     text = path.read_text(encoding="utf-8")
-    block = text[text.index(heading):].split("```json", 1)[1].split("```", 1)[0]
+    block = text[text.index(heading) :].split("```json", 1)[1].split("```", 1)[0]
     block = re.sub(r'"run": \{[^}]*\{[^}]*\}[^}]*\}', '"run": {}', block)  # the verdict's run identity: free-form
     return set(re.findall(r'"([a-z_][a-z_0-9]*)":', block))
 
 
-@pytest.mark.parametrize("heading,struct", [
-    ("## Timeline: `tracekit.timeline/1`", TimelineDoc), ("## CI verdict: `tracekit.gate/1`", VerdictDoc),
-    ("## Diff: `tracekit.diff/1`", DiffDoc)], ids=["timeline", "verdict", "diff"])
+@pytest.mark.parametrize(
+    "heading,struct",
+    [
+        ("## Timeline: `tracekit.timeline/1`", TimelineDoc),
+        ("## CI verdict: `tracekit.gate/1`", VerdictDoc),
+        ("## Diff: `tracekit.diff/1`", DiffDoc),
+    ],
+    ids=["timeline", "verdict", "diff"],
+)
 def test_report_inputs_doc_matches_the_structs(heading, struct):
     """docs/report-inputs.md's example of each document names exactly the fields its Struct declares."""
     declared: set[str] = set()
@@ -231,6 +273,7 @@ def test_report_inputs_doc_matches_the_structs(heading, struct):
 
 
 # -- the critical-path section, typed ------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def critical_summary() -> dict:
@@ -248,8 +291,10 @@ def test_a_critical_path_summary_round_trips_exactly(critical_summary, tmp_path)
 
 CRITICAL_BAD = {
     "steps a string": ({"steps": "abc"}, "$.critical_path.steps"),
-    "segment start a string": ({"steps": [{"step": 1, "length_us": 1.0, "segments": [
-        {"rank": 0, "start_us": "x", "dur_us": 1.0, "kind": "compute"}]}]}, "$.critical_path.steps[0].segments[0].start_us"),
+    "segment start a string": (
+        {"steps": [{"step": 1, "length_us": 1.0, "segments": [{"rank": 0, "start_us": "x", "dur_us": 1.0, "kind": "compute"}]}]},
+        "$.critical_path.steps[0].segments[0].start_us",
+    ),
     "answers not a list": ({"whatif": {"steps": 1, "answers": {"q": 1}}}, "$.critical_path.whatif.answers"),
 }
 
@@ -275,9 +320,13 @@ def test_the_activation_memory_section_is_typed(tmp_path):
     doc = read_summary(_write(tmp_path, real))
     assert doc.activation_memory.layers[1].delta_bytes == 4096
     assert json.dumps(as_dict(doc)) == json.dumps(real)
-    for section, where in (({"layers": "abc"}, "$.activation_memory.layers"),
-                           ({"layers": [{"rank": 0, "layer": 0, "measured_bytes": "x", "model_bytes": 1}]},
-                            "$.activation_memory.layers[0].measured_bytes")):
+    for section, where in (
+        ({"layers": "abc"}, "$.activation_memory.layers"),
+        (
+            {"layers": [{"rank": 0, "layer": 0, "measured_bytes": "x", "model_bytes": 1}]},
+            "$.activation_memory.layers[0].measured_bytes",
+        ),
+    ):
         with pytest.raises(ConfigError, match=re.escape(where)):
             read_summary(_write(tmp_path, {**tp_run([1.0]), "activation_memory": section}), error=ConfigError)
 

@@ -30,11 +30,25 @@ def test_check_passes_against_its_baseline(runs):
 
 
 def test_check_fails_with_the_one_line_explanation(runs, tmp_path):
-    r = _run("check", runs["worse"], "--baseline", runs["base"], "--max-regression", "10%", "--min-delta-us", "5",
-             "--junit", tmp_path / "j.xml", "--markdown", tmp_path / "s.md")
+    r = _run(
+        "check",
+        runs["worse"],
+        "--baseline",
+        runs["base"],
+        "--max-regression",
+        "10%",
+        "--min-delta-us",
+        "5",
+        "--junit",
+        tmp_path / "j.xml",
+        "--markdown",
+        tmp_path / "s.md",
+    )
     assert r.exit_code == 1
-    assert ("FAIL  tp/all_gather exposed_comm_us regressed: baseline 100.0 µs (steps 95.0..105.0), "
-            "now 125.0 µs (steps 120.0..130.0), +25.0% (allowed +10.0%)") in r.output.splitlines()
+    assert (
+        "FAIL  tp/all_gather exposed_comm_us regressed: baseline 100.0 µs (steps 95.0..105.0), "
+        "now 125.0 µs (steps 120.0..130.0), +25.0% (allowed +10.0%)"
+    ) in r.output.splitlines()
     assert len(ET.parse(tmp_path / "j.xml").getroot().findall(".//testcase")) == 5
     assert "❌ failed" in (tmp_path / "s.md").read_text()
 
@@ -46,22 +60,24 @@ def test_looser_threshold_or_a_metric_choice_passes(runs):
 
 
 def test_budgets_work_without_a_baseline(runs):
-    ok = _run("check", runs["worse"], "--budget", "exposed_comm_share<=0.15",
-              "--budget", "tp/all_gather:exposed_comm_us<=800")
+    ok = _run("check", runs["worse"], "--budget", "exposed_comm_share<=0.15", "--budget", "tp/all_gather:exposed_comm_us<=800")
     assert ok.exit_code == 0, ok.output
     bad = _run("check", runs["worse"], "--budget", "tp/all_gather:exposed_comm_us<=100")
     assert bad.exit_code == 1
     assert "over by 25.0 µs (+25.0%)" in bad.output
 
 
-@pytest.mark.parametrize("args, code, text", [
-    ([], 2, "nothing to check"),
-    (["--budget", "exposed_comm_share<<0.1"], 2, "budget 'exposed_comm_share<<0.1'"),
-    (["--budget", "exposed_comm_us<=1", "--max-regression", "10"], 2, "ambiguous; write 10% for a percentage or 0.10"),
-    (["--budget", "exposed_comm_us<=1", "--metric", "bogus"], 2, "--metric 'bogus': unknown whole-run metric 'bogus'"),
-    (["--budget", "exposed_comm_us<=1", "--min-delta-us", "-1"], 2, "must be >= 0"),
-    (["--bogus-option"], 2, "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, code, text",
+    [
+        ([], 2, "nothing to check"),
+        (["--budget", "exposed_comm_share<<0.1"], 2, "budget 'exposed_comm_share<<0.1'"),
+        (["--budget", "exposed_comm_us<=1", "--max-regression", "10"], 2, "ambiguous; write 10% for a percentage or 0.10"),
+        (["--budget", "exposed_comm_us<=1", "--metric", "bogus"], 2, "--metric 'bogus': unknown whole-run metric 'bogus'"),
+        (["--budget", "exposed_comm_us<=1", "--min-delta-us", "-1"], 2, "must be >= 0"),
+        (["--bogus-option"], 2, "No such option"),
+    ],
+)
 def test_usage_errors_exit_2(runs, args, code, text):
     r = CliRunner().invoke(cli, ["check", str(runs["base"]), *args])
     assert r.exit_code == code

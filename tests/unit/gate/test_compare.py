@@ -18,8 +18,10 @@ def test_known_answer_regression_names_dimension_op_baseline_now_and_change():
     ag = checks["tp/all_gather:exposed_comm_us"]
     assert not ag.passed
     assert ag.change == pytest.approx(0.25)
-    assert ag.message == ("tp/all_gather exposed_comm_us regressed: baseline 100.0 µs (steps 95.0..105.0), "
-                          "now 125.0 µs (steps 120.0..130.0), +25.0% (allowed +10.0%)")
+    assert ag.message == (
+        "tp/all_gather exposed_comm_us regressed: baseline 100.0 µs (steps 95.0..105.0), "
+        "now 125.0 µs (steps 120.0..130.0), +25.0% (allowed +10.0%)"
+    )
     assert checks["tp/reduce_scatter:exposed_comm_us"].passed
     assert not checks["exposed_comm_us"].passed  # the whole run moved by the same 25 µs
 
@@ -77,12 +79,15 @@ def test_new_exposed_collective_fails_and_a_vanished_one_passes():
     assert "no value in this run" in checks["tp/all_gather:exposed_comm_us"].message
 
 
-@pytest.mark.parametrize("change, why", [
-    (dict(layout={"tp": 4}), "layout differs (baseline tp=2, this run tp=4)"),
-    (dict(world_size=4), "world size differs (baseline 2, this run 4)"),
-    (dict(workload="tp-cp"), "workload differs (baseline tp-sp, this run tp-cp)"),
-    (dict(device_type="cuda"), "device type differs (baseline cpu, this run cuda)"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (dict(layout={"tp": 4}), "layout differs (baseline tp=2, this run tp=4)"),
+        (dict(world_size=4), "world size differs (baseline 2, this run 4)"),
+        (dict(workload="tp-cp"), "workload differs (baseline tp-sp, this run tp-cp)"),
+        (dict(device_type="cuda"), "device type differs (baseline cpu, this run cuda)"),
+    ],
+)
 def test_refuses_unlike_runs(change, why):
     base = RunMetrics(tp_run([1.0]), "base.json")
     now = RunMetrics(tp_run([1.0], **change), "now.json")
@@ -103,8 +108,7 @@ def test_run_gate_combines_regressions_and_budgets():
     assert not report.passed
     # exposed 100 -> 125 µs of 1000 per step: share 0.100 -> 0.125 (+25%, +0.025 > the 0.02 floor); overlap
     # 0.875 -> 0.84375 is -3.6%, inside 10%; the budget holds (0.125 <= 0.2)
-    assert {c.name for c in report.failures} == {"exposed_comm_us", "exposed_comm_share",
-                                                 "tp/all_gather:exposed_comm_us"}
+    assert {c.name for c in report.failures} == {"exposed_comm_us", "exposed_comm_share", "tp/all_gather:exposed_comm_us"}
     assert report.headline() == "tracekit check: FAILED: 3 of 6 checks passed, 3 failed"
     alone = run_gate(now, None, (parse_budget("exposed_comm_share<=0.25"),))
     assert alone.passed and len(alone.checks) == 1
@@ -114,5 +118,7 @@ def test_exposure_appearing_where_the_baseline_had_none():
     base, now = RunMetrics(tp_run([100.0] * 3, [0.0] * 3)), RunMetrics(tp_run([100.0] * 3, [80.0] * 3))
     rs = _by_name(compare(base, now))["tp/reduce_scatter:exposed_comm_us"]
     assert not rs.passed and rs.change is None
-    assert rs.message == ("tp/reduce_scatter exposed_comm_us regressed: baseline 0.0 µs (steps 0.0..0.0), "
-                          "now 80.0 µs (steps 80.0..80.0), up from 0 (allowed +10.0%)")
+    assert rs.message == (
+        "tp/reduce_scatter exposed_comm_us regressed: baseline 0.0 µs (steps 0.0..0.0), "
+        "now 80.0 µs (steps 80.0..80.0), up from 0 (allowed +10.0%)"
+    )

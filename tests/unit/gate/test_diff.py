@@ -61,10 +61,16 @@ def test_diff_of_two_runs_per_dimension_and_call_site():
 def test_an_improved_row_names_what_made_it_better():
     # exposed 60 -> 20 µs at the same comm: overlap 0.40 -> 0.80 takes 100·0.4 = 40 µs; wait 50 -> 10 µs would take
     # (10 − 50)·(1 − 0.4) = 24 µs; half the bytes
-    row = explain("x", {"comm_us": 100.0, "exposed_comm_us": 60.0, "wait_us": 50.0, "transfer_us": 40.0, "bytes": 2000},
-                  {"comm_us": 100.0, "exposed_comm_us": 20.0, "wait_us": 10.0, "transfer_us": 40.0, "bytes": 1000})
+    row = explain(
+        "x",
+        {"comm_us": 100.0, "exposed_comm_us": 60.0, "wait_us": 50.0, "transfer_us": 40.0, "bytes": 2000},
+        {"comm_us": 100.0, "exposed_comm_us": 20.0, "wait_us": 10.0, "transfer_us": 40.0, "bytes": 1000},
+    )
     assert row.exposed_delta_us == -40.0
-    assert row.reasons == ("more overlap (0.40→0.80): −40.0 µs", "less waiting for peers (wait 50.0→10.0 µs): −24.0 µs",
-                           "fewer bytes (bytes 2000→1000, -50%)")
+    assert row.reasons == (
+        "more overlap (0.40→0.80): −40.0 µs",
+        "less waiting for peers (wait 50.0→10.0 µs): −24.0 µs",
+        "fewer bytes (bytes 2000→1000, -50%)",
+    )
     row = explain("x", {"comm_us": 200.0, "exposed_comm_us": 100.0}, {"comm_us": 100.0, "exposed_comm_us": 50.0})
     assert row.reasons == ("less communication time: −50.0 µs",)  # (100 − 200)·(1 − 0.5)

@@ -17,8 +17,13 @@ TRACE = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
 
 
 def _tracekit(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tracekit", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "120"})
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "120"},
+    )
 
 
 def _baseline(tmp_path: Path, edit) -> Path:
@@ -45,9 +50,12 @@ def test_check_and_diff_refuse_a_hostile_baseline(tmp_path, case):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(tp_run([10.0, 12.0, 11.0])))
     bad = _baseline(tmp_path, CASES[case])
-    for args in (("check", str(good), "--baseline", str(bad)), ("diff", str(bad), str(good)),
-                 ("report", "--summary", str(bad), "-o", str(tmp_path / "r.html")), ("baseline", str(bad), "-o",
-                                                                                      str(tmp_path / "b.json"))):
+    for args in (
+        ("check", str(good), "--baseline", str(bad)),
+        ("diff", str(bad), str(good)),
+        ("report", "--summary", str(bad), "-o", str(tmp_path / "r.html")),
+        ("baseline", str(bad), "-o", str(tmp_path / "b.json")),
+    ):
         if case == "deep" and args[0] == "report":
             continue  # report reads summaries through the same decoder; one command is enough for the deep case
         res = _tracekit(*args)
@@ -73,8 +81,12 @@ def test_check_baseline_and_diff_take_the_loaders_limits(tmp_path):
     in one line, exit 3; under the limit the same commands pass."""
     summary = tmp_path / "s.json"
     summary.write_text(json.dumps(tp_run([10.0, 12.0])))
-    for args in (("check", TRACE, "--budget", "overlap_ratio>=0"), ("baseline", TRACE, "-o", str(tmp_path / "b.json")),
-                 ("diff", TRACE, str(summary)), ("check", str(summary), "--budget", "overlap_ratio>=0")):
+    for args in (
+        ("check", TRACE, "--budget", "overlap_ratio>=0"),
+        ("baseline", TRACE, "-o", str(tmp_path / "b.json")),
+        ("diff", TRACE, str(summary)),
+        ("check", str(summary), "--budget", "overlap_ratio>=0"),
+    ):
         res = _tracekit(*args, "--max-trace-bytes", "1000")
         assert res.returncode == 3 and "Traceback" not in res.stderr, (args, res.stderr)
         assert "1,000 bytes" in res.stderr or "1000 bytes" in res.stderr, res.stderr

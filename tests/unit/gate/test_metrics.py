@@ -16,10 +16,14 @@ def test_rejects_other_documents():
 
 
 def test_run_metrics_are_median_over_steps_then_ranks():
-    s = RunMetrics(summary({
-        0: [step_row(1, 1000, 400, 100), step_row(2, 1000, 400, 300), step_row(3, 2000, 400, 200)],
-        1: [step_row(1, 1000, 400, 400), step_row(2, 1000, 400, 400), step_row(3, 1000, 400, 400)],
-    }))
+    s = RunMetrics(
+        summary(
+            {
+                0: [step_row(1, 1000, 400, 100), step_row(2, 1000, 400, 300), step_row(3, 2000, 400, 200)],
+                1: [step_row(1, 1000, 400, 400), step_row(2, 1000, 400, 400), step_row(3, 1000, 400, 400)],
+            }
+        )
+    )
     # rank 0: exposed median 200, rank 1: 400 -> 300
     assert s.stat("exposed_comm_us").median == 300.0
     # share per step: rank 0 0.1, 0.3, 0.1 -> 0.1; rank 1: 0.4 -> median of (0.1, 0.4) = 0.25
@@ -38,10 +42,12 @@ def test_rank_without_steps_uses_its_totals():
 
 
 def test_dimension_metrics_sum_a_steps_collectives():
-    colls = [coll(0, 1, "tp", "all_gather", 100, 30, bytes=10, busbw_gbps=2.0),
-             coll(0, 1, "tp", "all_gather", 100, 10, bytes=10, busbw_gbps=4.0),
-             coll(0, 2, "tp", "all_gather", 100, 50, bytes=10, busbw_gbps=3.0),
-             coll(0, 3, "cp", "all_to_all", 100, 0)]  # step 3 has no all_gather: counts as 0
+    colls = [
+        coll(0, 1, "tp", "all_gather", 100, 30, bytes=10, busbw_gbps=2.0),
+        coll(0, 1, "tp", "all_gather", 100, 10, bytes=10, busbw_gbps=4.0),
+        coll(0, 2, "tp", "all_gather", 100, 50, bytes=10, busbw_gbps=3.0),
+        coll(0, 3, "cp", "all_to_all", 100, 0),
+    ]  # step 3 has no all_gather: counts as 0
     s = RunMetrics(summary({0: [step_row(i, 1000) for i in (1, 2, 3)]}, colls))
     scope = Scope("tp", "all_gather")
     assert s.stat("exposed_comm_us", scope).median == 40.0  # steps: 40, 50, 0
@@ -65,11 +71,32 @@ def test_wait_is_unavailable_when_the_summary_has_only_nulls():
 
 
 def test_without_collectives_dimension_metrics_are_run_totals():
-    bd = [{"dimension": "tp", "op": "all_gather", "count": 8, "bytes": 64, "comm_us": 800.0, "hidden_comm_us": 600.0,
-           "exposed_comm_us": 200.0, "wait_us": None, "transfer_us": None, "busbw_gbps": 1.5},
-          {"dimension": "tp", "op": "reduce_scatter", "count": 8, "bytes": 64, "comm_us": 200.0,
-           "hidden_comm_us": 200.0, "exposed_comm_us": 0.0, "wait_us": None, "transfer_us": None,
-           "busbw_gbps": 1.0}]
+    bd = [
+        {
+            "dimension": "tp",
+            "op": "all_gather",
+            "count": 8,
+            "bytes": 64,
+            "comm_us": 800.0,
+            "hidden_comm_us": 600.0,
+            "exposed_comm_us": 200.0,
+            "wait_us": None,
+            "transfer_us": None,
+            "busbw_gbps": 1.5,
+        },
+        {
+            "dimension": "tp",
+            "op": "reduce_scatter",
+            "count": 8,
+            "bytes": 64,
+            "comm_us": 200.0,
+            "hidden_comm_us": 200.0,
+            "exposed_comm_us": 0.0,
+            "wait_us": None,
+            "transfer_us": None,
+            "busbw_gbps": 1.0,
+        },
+    ]
     s = RunMetrics(summary({0: [step_row(1)]}, by_dimension=bd))
     st = s.stat("exposed_comm_us", Scope("tp", "all_gather"))
     assert (st.median, st.basis) == (200.0, "run total")

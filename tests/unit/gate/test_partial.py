@@ -85,8 +85,7 @@ def test_cli_check_prints_the_warnings_and_strict_fails(tmp_path):
     data["warnings"] = ["rank 0: dropped 1 device events that start more than 1 s after the last step"]
     run = tmp_path / "run.json"
     run.write_text(json.dumps(data))
-    res = CliRunner().invoke(cli, ["check", str(run), "--budget", "exposed_comm_us<=200", "--json",
-                                   str(tmp_path / "v.json")])
+    res = CliRunner().invoke(cli, ["check", str(run), "--budget", "exposed_comm_us<=200", "--json", str(tmp_path / "v.json")])
     assert res.exit_code == 0, res.output
     assert "warning: rank 0: dropped 1 device events" in res.output
     assert json.loads((tmp_path / "v.json").read_text())["warnings"] == data["warnings"]
@@ -109,7 +108,9 @@ def test_cli_on_an_empty_trace(tmp_path):
 
 
 def test_collectives_of_incomplete_steps_count_in_no_dimension_metric():
-    s = summary({0: [step_row(1), step_row(2, complete=False, partial_reason="x")]},
-                [coll(0, 1, "tp", "all_gather", 100.0, 10.0), coll(0, 2, "tp", "all_gather", 100.0, 90.0)])
+    s = summary(
+        {0: [step_row(1), step_row(2, complete=False, partial_reason="x")]},
+        [coll(0, 1, "tp", "all_gather", 100.0, 10.0), coll(0, 2, "tp", "all_gather", 100.0, 90.0)],
+    )
     stat = gate.RunMetrics(s).stat("exposed_comm_us", gate.Scope("tp", "all_gather"))
     assert (stat.median, stat.samples) == (10.0, 1)

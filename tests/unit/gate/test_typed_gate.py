@@ -32,8 +32,10 @@ def _run(*args):
 
 def _strict_json(text: str):
     """JSON as any other parser reads it: the tokens NaN/Infinity refused."""
+
     def refuse(token):
         raise AssertionError(f"{token} token in the output")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -67,8 +69,9 @@ def test_diff_json_is_the_diff_struct_and_never_nan(tmp_path):
     data = _strict_json(r.output)
     (tmp_path / "d.json").write_text(r.output)
     back = read_diff(tmp_path / "d.json")
-    assert back.schema == "tracekit.diff/1" and [x.label for x in back.by_dimension] == \
-        [x["label"] for x in data["by_dimension"]] == ["tp/all_gather", "tp/reduce_scatter", "whole run"]
+    assert back.schema == "tracekit.diff/1" and [x.label for x in back.by_dimension] == [
+        x["label"] for x in data["by_dimension"]
+    ] == ["tp/all_gather", "tp/reduce_scatter", "whole run"]
     ag = back.by_dimension[0]
     assert ag.b.exposed_comm_us == 1000.0 and ag.a.count == 1.0 and back.by_dimension[2].a.count is msgspec.UNSET
     # an overflowing split (exposed far above comm) is null, not Infinity and not a made-up 0
@@ -113,8 +116,11 @@ def test_run_totals_are_not_compared_with_per_step_medians(tmp_path):
     for r in base["ranks"]:
         r["steps"] = []
     now = tp_run([200.0] * 3)
-    with pytest.raises(IncomparableRunsError, match=r"exposed_comm_us is a run total in the baseline and a median "
-                                                    r"over steps in this run"):
+    with pytest.raises(
+        IncomparableRunsError,
+        match=r"exposed_comm_us is a run total in the baseline and a median "
+        r"over steps in this run",
+    ):
         run_gate(RunMetrics(now, "now.json"), RunMetrics(base, "base.json"))
     (tmp_path / "base.json").write_text(json.dumps(base))
     (tmp_path / "now.json").write_text(json.dumps(now))
@@ -126,11 +132,29 @@ def test_run_totals_are_not_compared_with_per_step_medians(tmp_path):
 
 def test_dimension_totals_are_not_compared_with_per_step_instances():
     """A summary that kept only the most exposed instances gives its dimension figures as run totals."""
-    base = tp_run([100.0] * 3, by_dimension=[
-        {"dimension": "tp", "op": "all_gather", "count": 6, "bytes": 0, "comm_us": 2400.0, "hidden_comm_us": 1800.0,
-         "exposed_comm_us": 600.0},
-        {"dimension": "tp", "op": "reduce_scatter", "count": 6, "bytes": 0, "comm_us": 2400.0,
-         "hidden_comm_us": 2400.0, "exposed_comm_us": 0.0}])
+    base = tp_run(
+        [100.0] * 3,
+        by_dimension=[
+            {
+                "dimension": "tp",
+                "op": "all_gather",
+                "count": 6,
+                "bytes": 0,
+                "comm_us": 2400.0,
+                "hidden_comm_us": 1800.0,
+                "exposed_comm_us": 600.0,
+            },
+            {
+                "dimension": "tp",
+                "op": "reduce_scatter",
+                "count": 6,
+                "bytes": 0,
+                "comm_us": 2400.0,
+                "hidden_comm_us": 2400.0,
+                "exposed_comm_us": 0.0,
+            },
+        ],
+    )
     base["collectives_limit"] = {"limit": 1, "total": 12, "omitted": 11}
     with pytest.raises(IncomparableRunsError, match="TRACEKIT_MAX_COLLECTIVE_ROWS"):
         run_gate(RunMetrics(tp_run([100.0] * 3)), RunMetrics(base))
@@ -142,12 +166,28 @@ def test_a_verdict_given_as_dicts_is_validated_like_a_file():
     from tracekit.errors import ConfigError
     from tracekit.reports import view
 
-    good = {"passed": False, "baseline": "b.json", "checks": [
-        {"kind": "budget", "name": "overlap_ratio>=0.5", "passed": False, "message": "m", "metric": "overlap_ratio",
-         "current": {"median": 0.25}, "baseline": None, "limit": 0.5, "op": ">="},
-        {"name": "x", "value": 1.0, "baseline": 2.0, "budget": "x<=3", "passed": True, "message": ""}]}
+    good = {
+        "passed": False,
+        "baseline": "b.json",
+        "checks": [
+            {
+                "kind": "budget",
+                "name": "overlap_ratio>=0.5",
+                "passed": False,
+                "message": "m",
+                "metric": "overlap_ratio",
+                "current": {"median": 0.25},
+                "baseline": None,
+                "limit": 0.5,
+                "op": ">=",
+            },
+            {"name": "x", "value": 1.0, "baseline": 2.0, "budget": "x<=3", "passed": True, "message": ""},
+        ],
+    }
     rows = view.verdict(good)["checks"]
     assert [(r["name"], r["value"], r["budget"], r["passed"]) for r in rows] == [
-        ("overlap_ratio>=0.5", "25.0 %", ">= 50.0 %", False), ("x", "1", "x<=3", True)]
+        ("overlap_ratio>=0.5", "25.0 %", ">= 50.0 %", False),
+        ("x", "1", "x<=3", True),
+    ]
     with pytest.raises(ConfigError, match=r"\$\.checks\[0\]\.limit"):
         view.verdict({"passed": True, "checks": [{"passed": True, "limit": "half"}]})

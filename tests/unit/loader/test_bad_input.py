@@ -18,12 +18,15 @@ def _load(path, **kw):
     return load_file(str(path), LoadOptions(cache=False, **kw))
 
 
-@pytest.mark.parametrize("content,message", [
-    (b"", "empty file"),
-    (b"this is not json", "not valid JSON"),
-    (b'{"foo": 1}', "without 'traceEvents'"),
-    (b"[1, 2, 3]", "not a Kineto"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "empty file"),
+        (b"this is not json", "not valid JSON"),
+        (b'{"foo": 1}', "without 'traceEvents'"),
+        (b"[1, 2, 3]", "not a Kineto"),
+    ],
+)
 def test_malformed_files_raise_one_line_errors(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_bytes(content)

@@ -78,12 +78,19 @@ def reading(path: Path) -> dict:
                 total, hi = total + (b - hi), b
         return int(total.to_integral_value())
 
-    return {"kernels": len(kernels), "copies": len(copies), "comm": len(comm), "device": device,
-            "rank": rank, "world": world, "categories": Counter(e["cat"] for e in xs),
-            "steps": sum(1 for e in xs if re.match(r"ProfilerStep#\d+$", e["name"])),
-            "lo": int(min(ns(e["ts"]) for e in xs).to_integral_value()),
-            "hi": int(max(ns(e["ts"] + e.get("dur", 0)) for e in xs).to_integral_value()),
-            "kernel_union_ns": union(kernels)}
+    return {
+        "kernels": len(kernels),
+        "copies": len(copies),
+        "comm": len(comm),
+        "device": device,
+        "rank": rank,
+        "world": world,
+        "categories": Counter(e["cat"] for e in xs),
+        "steps": sum(1 for e in xs if re.match(r"ProfilerStep#\d+$", e["name"])),
+        "lo": int(min(ns(e["ts"]) for e in xs).to_integral_value()),
+        "hi": int(max(ns(e["ts"] + e.get("dur", 0)) for e in xs).to_integral_value()),
+        "kernel_union_ns": union(kernels),
+    }
 
 
 @functools.cache
@@ -100,7 +107,12 @@ def test_loader_agrees_with_an_independent_reading(name):
     want = reading(MORE / name)
     kernels, copies, device, generation, rank, world = DOCUMENTED[name]
     assert (want["kernels"], want["copies"], want["device"], want["rank"], want["world"]) == (
-        kernels, copies, device, rank, world)
+        kernels,
+        copies,
+        device,
+        rank,
+        world,
+    )
     table, info = loaded(name)
     dev = table["device"] >= 0
     assert int((table.mask_kind(K.KERNEL, K.COMM) & dev).sum()) == want["kernels"]
@@ -154,17 +166,21 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cache"))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("mtia-training") else n
-                                  for n in TRACES])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("mtia-training") else n for n in TRACES]
+)
 def test_every_command_runs(name, cache_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", cache_dir)
     path = str(MORE / name)
-    for args in (["info", path], ["analyze", path, "--format", "json", "--out", str(tmp_path / "s.json")],
-                 ["analyze", path, "--timeline-out", str(tmp_path / "t.json")],
-                 ["report", path, "-o", str(tmp_path / "r.html")],
-                 ["annotate", path, "-o", str(tmp_path / "a.json.gz")],
-                 ["baseline", path, "-o", str(tmp_path / "b.json")],
-                 ["check", path, "--budget", "overlap_ratio>=0"]):
+    for args in (
+        ["info", path],
+        ["analyze", path, "--format", "json", "--out", str(tmp_path / "s.json")],
+        ["analyze", path, "--timeline-out", str(tmp_path / "t.json")],
+        ["report", path, "-o", str(tmp_path / "r.html")],
+        ["annotate", path, "-o", str(tmp_path / "a.json.gz")],
+        ["baseline", path, "-o", str(tmp_path / "b.json")],
+        ["check", path, "--budget", "overlap_ratio>=0"],
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
         assert "Traceback" not in result.output and result.exception is None, (args, result.output)
@@ -172,8 +188,13 @@ def test_every_command_runs(name, cache_dir, tmp_path, monkeypatch):
     assert -1 not in [summary["run"]["ranks"][0], summary["ranks"][0]["rank"]]
 
 
-@pytest.mark.parametrize("name,why", [("no-distributedinfo.json.gz", "deviceProperties lists 8 GPUs"),
-                                      ("distributedinfo-without-rank.json.gz", "its backend is NCCL")])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("no-distributedinfo.json.gz", "deviceProperties lists 8 GPUs"),
+        ("distributedinfo-without-rank.json.gz", "its backend is NCCL"),
+    ],
+)
 def test_a_gpu_run_without_device_events_says_it_is_read_as_cpu_only(name, why):
     """Both hold only host operators: read as a CPU-only run (host ops are compute), and the loader says why
     that may not be what the user expects."""
@@ -186,9 +207,10 @@ def test_rocm_fixture_without_distributed_info_reports(tmp_path, monkeypatch):
     """tests/data's ROCm trace has no distributedInfo: report and --timeline-out crashed with KeyError: -1."""
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
     path = str(MORE.parent / "kineto-gpu" / "rocm-mi250-minitoy.json.gz")
-    for args in (["report", path, "-o", str(tmp_path / "r.html")],
-                 ["analyze", path, "--timeline-out", str(tmp_path / "t.json"), "--format", "json",
-                  "--out", str(tmp_path / "s.json")]):
+    for args in (
+        ["report", path, "-o", str(tmp_path / "r.html")],
+        ["analyze", path, "--timeline-out", str(tmp_path / "t.json"), "--format", "json", "--out", str(tmp_path / "s.json")],
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0 and result.exception is None, (args, result.output)
     summary = json.loads((tmp_path / "s.json").read_text())

@@ -58,8 +58,13 @@ COMPUTE = [
 ]
 
 
-@pytest.mark.parametrize("name,library", [(n, "deepep") for n in DEEPEP] + [(n, "nccl") for n in NCCL]
-                         + [(n, "nvshmem") for n in NVSHMEM] + [(n, None) for n in COMPUTE])
+@pytest.mark.parametrize(
+    "name,library",
+    [(n, "deepep") for n in DEEPEP]
+    + [(n, "nccl") for n in NCCL]
+    + [(n, "nvshmem") for n in NVSHMEM]
+    + [(n, None) for n in COMPUTE],
+)
 def test_name_rules_cover_each_library_family(name, library):
     (rule,) = RuleSet().match([name])
     assert (rule.library if rule is not None else None) == library
@@ -70,24 +75,47 @@ def host(name, ts, dur, cat="cpu_op", tid=1, **args):
 
 
 def launch(ts, corr, name="cudaLaunchKernel"):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 2,
-            "args": {"correlation": corr}}
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 2, "args": {"correlation": corr}}
 
 
 def memcpy(ts, dur, corr):
-    return {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 20,
-            "ts": ts, "dur": dur, "args": {"correlation": corr, "stream": 20, "device": 0, "bytes": 4096}}
+    return {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy DtoD (Device -> Device)",
+        "pid": 0,
+        "tid": 20,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr, "stream": 20, "device": 0, "bytes": 4096},
+    }
 
 
 def test_launch_context_memcpy_inside_a_collective_is_communication(tmp_path):
     """NCCL's copy-engine collectives run as a Memcpy with no kernel; a copy an operator nested in the
     collective launches (aten::copy_ out of the flat buffer) is that operator's own work."""
-    rpc = host("record_param_comms", 105, 10, **{"Collective name": "_allgather_base", "In msg nelems": 512,
-                                                  "Out msg nelems": 1024, "dtype": "Float",
-                                                  "Process Group Name": "3"})
-    events = [STEP, host("c10d::_allgather_base_", 104, 40), rpc, launch(106, 1, "cudaMemcpyAsync"),
-              host("aten::copy_", 120, 10), launch(121, 2), memcpy(150, 20, 1),
-              kernel("void at::native::elementwise_kernel<128, 4>(int)", 180, 5, corr=2)]
+    rpc = host(
+        "record_param_comms",
+        105,
+        10,
+        **{
+            "Collective name": "_allgather_base",
+            "In msg nelems": 512,
+            "Out msg nelems": 1024,
+            "dtype": "Float",
+            "Process Group Name": "3",
+        },
+    )
+    events = [
+        STEP,
+        host("c10d::_allgather_base_", 104, 40),
+        rpc,
+        launch(106, 1, "cudaMemcpyAsync"),
+        host("aten::copy_", 120, 10),
+        launch(121, 2),
+        memcpy(150, 20, 1),
+        kernel("void at::native::elementwise_kernel<128, 4>(int)", 180, 5, corr=2),
+    ]
     table, _ = load(write(tmp_path, trace(events, distributedInfo={"rank": 0, "world_size": 2})))
     dev = np.flatnonzero(table["device"] >= 0)
     assert table["kind"][dev].tolist() == [int(K.COMM), int(K.KERNEL)]
@@ -98,18 +126,22 @@ def test_launch_context_memcpy_inside_a_collective_is_communication(tmp_path):
 
 def test_old_trace_op_and_size_from_the_launching_host_op_on_the_world_group(tmp_path):
     """Before 2024: no pg_config, kernels without collective args; the host op carries the type and size."""
-    events = [STEP,
-              host("nccl:all_reduce", 104, 10, cat="user_annotation", **{"Input Dims": [[1024, 1024]],
-                                                                          "Input type": ["float"]}),
-              launch(106, 1),
-              host("c10d::alltoall_base_", 120, 10, **{"Input Dims": [[64, 32], [64, 32], [], []],
-                                                       "Input type": ["c10::BFloat16", "c10::BFloat16", "", ""]}),
-              host("nccl:all_to_all", 121, 8, cat="user_annotation"),
-              launch(122, 2),
-              kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 150, 10, corr=1),
-              kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8(ncclWorkElem)", 170, 10, corr=2)]
-    table, info = load(write(tmp_path, trace(events, distributedInfo={"backend": "nccl", "rank": 0,
-                                                                       "world_size": 2})))
+    events = [
+        STEP,
+        host("nccl:all_reduce", 104, 10, cat="user_annotation", **{"Input Dims": [[1024, 1024]], "Input type": ["float"]}),
+        launch(106, 1),
+        host(
+            "c10d::alltoall_base_",
+            120,
+            10,
+            **{"Input Dims": [[64, 32], [64, 32], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "", ""]},
+        ),
+        host("nccl:all_to_all", 121, 8, cat="user_annotation"),
+        launch(122, 2),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 150, 10, corr=1),
+        kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8(ncclWorkElem)", 170, 10, corr=2),
+    ]
+    table, info = load(write(tmp_path, trace(events, distributedInfo={"backend": "nccl", "rank": 0, "world_size": 2})))
     ar, a2a = np.flatnonzero(table.mask_kind(K.COMM))
     assert table.string(table["coll_op_id"][ar]) == "all_reduce"
     assert (table["in_nelems"][ar], table["in_bytes"][ar]) == (1024 * 1024, 4 * 1024 * 1024)
@@ -124,8 +156,11 @@ def test_old_traces_match_across_ranks_by_order_on_the_world_group(tmp_path):
         ev = [dict(STEP, ts=100 + offset)]
         for i in range(3):
             t = 104 + 40 * i + offset
-            ev += [host("c10d::allreduce_", t, 10), launch(t + 2, i + 1),
-                   kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", t + 10, 8 + rank, corr=i + 1)]
+            ev += [
+                host("c10d::allreduce_", t, 10),
+                launch(t + 2, i + 1),
+                kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", t + 10, 8 + rank, corr=i + 1),
+            ]
         return trace(ev, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2})
 
     paths = [write(tmp_path, rank_trace(r, 3 * r), name=f"r{r}.json") for r in (0, 1)]
@@ -138,18 +173,46 @@ def test_old_traces_match_across_ranks_by_order_on_the_world_group(tmp_path):
 def test_host_annotations_on_a_device_run_are_never_device_communication(tmp_path):
     """MTIA's hccl:*/gloo:* annotations sit on the host thread: before, they became COMM, their thread's
     operators became collective ops, and compute was 0."""
-    events = [STEP, host("hccl:allgather", 104, 30, cat="user_annotation"),
-              host("gloo:barrier", 140, 10, cat="user_annotation"), host("aten::mm", 106, 5),
-              {"ph": "X", "cat": "mtia_ccp_events", "name": "fc-dtype_Float", "pid": 9, "tid": 4, "ts": 150,
-               "dur": 20, "args": {}},
-              {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 4, "ts": 175, "dur": 5,
-               "args": {"direction": "HOST_TO_DEVICE", "size": 64}},
-              {"ph": "X", "cat": "mtia_runtime", "name": "synchronize", "pid": 9, "tid": 5, "ts": 180, "dur": 1,
-               "args": {"correlation": 7, "device": 9}},
-              {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution",
-               "pid": 1, "tid": 1, "ts": 112, "dur": 2, "args": {"correlation": 8}}]
-    table, info = load(write(tmp_path, trace(events, distributedInfo={"backend": "mtia:hccl,cpu:gloo", "rank": 0,
-                                                                       "world_size": 1})))
+    events = [
+        STEP,
+        host("hccl:allgather", 104, 30, cat="user_annotation"),
+        host("gloo:barrier", 140, 10, cat="user_annotation"),
+        host("aten::mm", 106, 5),
+        {"ph": "X", "cat": "mtia_ccp_events", "name": "fc-dtype_Float", "pid": 9, "tid": 4, "ts": 150, "dur": 20, "args": {}},
+        {
+            "ph": "X",
+            "cat": "mtia_ccp_events",
+            "name": "dma_request",
+            "pid": 9,
+            "tid": 4,
+            "ts": 175,
+            "dur": 5,
+            "args": {"direction": "HOST_TO_DEVICE", "size": 64},
+        },
+        {
+            "ph": "X",
+            "cat": "mtia_runtime",
+            "name": "synchronize",
+            "pid": 9,
+            "tid": 5,
+            "ts": 180,
+            "dur": 1,
+            "args": {"correlation": 7, "device": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "mtia_runtime",
+            "name": "runFunction - job_prep_and_submit_for_execution",
+            "pid": 1,
+            "tid": 1,
+            "ts": 112,
+            "dur": 2,
+            "args": {"correlation": 8},
+        },
+    ]
+    table, info = load(
+        write(tmp_path, trace(events, distributedInfo={"backend": "mtia:hccl,cpu:gloo", "rank": 0, "world_size": 1}))
+    )
     kinds = dict(zip(table.decode("name_id"), table["kind"].tolist()))
     assert kinds["hccl:allgather"] == kinds["gloo:barrier"] == K.CPU_COMM_OP
     assert kinds["aten::mm"] == K.CPU_OP and kinds["fc-dtype_Float"] == K.KERNEL
@@ -162,13 +225,22 @@ def test_host_annotations_on_a_device_run_are_never_device_communication(tmp_pat
 def test_pytorch_1_8_categories(tmp_path):
     """Kernel / Memcpy / Memset / Runtime and async_gpu flows: device work, launched from a step."""
     dev = {"pid": 0, "tid": 7, "args": {"stream": 7, "device": 0, "correlation": 5}}
-    events = [STEP, dict(launch(110, 5), cat="Runtime"),
-              {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "ts": 150, "dur": 10, **dev},
-              {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 170, "dur": 4,
-               **dict(dev, args={"stream": 7, "device": 0, "correlation": 6, "bytes": 64})},
-              {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "ts": 180, "dur": 1, **dev},
-              {"ph": "s", "cat": "async_gpu", "id": 5, "pid": 1, "tid": 1, "ts": 110},
-              {"ph": "f", "cat": "async_gpu", "id": 5, "pid": 0, "tid": 7, "ts": 150, "bp": "e"}]
+    events = [
+        STEP,
+        dict(launch(110, 5), cat="Runtime"),
+        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "ts": 150, "dur": 10, **dev},
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "ts": 170,
+            "dur": 4,
+            **dict(dev, args={"stream": 7, "device": 0, "correlation": 6, "bytes": 64}),
+        },
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "ts": 180, "dur": 1, **dev},
+        {"ph": "s", "cat": "async_gpu", "id": 5, "pid": 1, "tid": 1, "ts": 110},
+        {"ph": "f", "cat": "async_gpu", "id": 5, "pid": 0, "tid": 7, "ts": 150, "bp": "e"},
+    ]
     table, info = load(write(tmp_path, trace(events, distributedInfo={"rank": 1})))
     rows = np.flatnonzero(table["device"] >= 0)
     assert table["kind"][rows].tolist() == [int(K.KERNEL), int(K.MEMCPY), int(K.MEMSET)]

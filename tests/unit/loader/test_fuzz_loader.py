@@ -79,8 +79,11 @@ def test_truncated(tmp_path_factory, seed, cut, gz):
 
 
 @FUZZ
-@given(seed=st.integers(0, 1), flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)),
-                                              min_size=1, max_size=8), gz=st.booleans())
+@given(
+    seed=st.integers(0, 1),
+    flips=st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=8),
+    gz=st.booleans(),
+)
 def test_byte_flips(tmp_path_factory, seed, flips, gz):
     data = bytearray(_seed_bytes(seed))
     if gz:
@@ -93,19 +96,73 @@ def test_byte_flips(tmp_path_factory, seed, flips, gz):
 
 
 # -- JSON level -------------------------------------------------------------------------------------------------
-NASTY_STR = st.sampled_from(["", "\x1b]0;pwned\x07", "ProfilerStep#99999999999999999999", "ProfilerStep#-1",
-                             "nan", "1e309", "-1", "0x10", "allreduce", "ncclDevKernel_x", "gloo:all_reduce",
-                             "tracekit:comm|op=all_reduce|pg=0", "[0, 1, 2]", "kernel", "cpu_op"])
-NASTY = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.sampled_from([2**62, 2**63, -2**63, 0]),
-                  st.floats(allow_nan=False, allow_infinity=False), NASTY_STR, st.text(max_size=8),
-                  st.lists(st.integers(-3, 3), max_size=3), st.fixed_dictionaries({"x": st.integers()}))
-NUMS = st.one_of(st.integers(-2**70, 2**70), st.sampled_from([2**31, 2**53, 2**62, 2**63, -2**63, 10**30, str(10**30),
-                                                              1e300, -1, 0, "12", "-3"]))
-NUM_ARGS = ["In msg nelems", "Out msg nelems", "In msg size", "Group size", "Seq", "Src Rank", "Dst Rank", "device",
-            "correlation", "External id", "Bytes", "Total Allocated", "bytes"]
+NASTY_STR = st.sampled_from(
+    [
+        "",
+        "\x1b]0;pwned\x07",
+        "ProfilerStep#99999999999999999999",
+        "ProfilerStep#-1",
+        "nan",
+        "1e309",
+        "-1",
+        "0x10",
+        "allreduce",
+        "ncclDevKernel_x",
+        "gloo:all_reduce",
+        "tracekit:comm|op=all_reduce|pg=0",
+        "[0, 1, 2]",
+        "kernel",
+        "cpu_op",
+    ]
+)
+NASTY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([2**62, 2**63, -(2**63), 0]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    NASTY_STR,
+    st.text(max_size=8),
+    st.lists(st.integers(-3, 3), max_size=3),
+    st.fixed_dictionaries({"x": st.integers()}),
+)
+NUMS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([2**31, 2**53, 2**62, 2**63, -(2**63), 10**30, str(10**30), 1e300, -1, 0, "12", "-3"]),
+)
+NUM_ARGS = [
+    "In msg nelems",
+    "Out msg nelems",
+    "In msg size",
+    "Group size",
+    "Seq",
+    "Src Rank",
+    "Dst Rank",
+    "device",
+    "correlation",
+    "External id",
+    "Bytes",
+    "Total Allocated",
+    "bytes",
+]
 FIELDS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
-ARGS = ["External id", "correlation", "stream", "device", "Collective name", "In msg nelems", "Out msg nelems",
-        "Group size", "dtype", "Process Group Name", "Process Group Ranks", "Seq", "Bytes", "Total Allocated", "name"]
+ARGS = [
+    "External id",
+    "correlation",
+    "stream",
+    "device",
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "Group size",
+    "dtype",
+    "Process Group Name",
+    "Process Group Ranks",
+    "Seq",
+    "Bytes",
+    "Total Allocated",
+    "name",
+]
 HEADER = ["distributedInfo", "baseTimeNanoseconds", "traceEvents", "deviceProperties", "trace_id"]
 
 EDIT = st.one_of(
@@ -134,9 +191,16 @@ def apply(doc: dict, edit) -> None:
         return
     pool = range(len(events))
     if what in ("arg", "field") and where < 0.5:  # half the edits hit a collective (the args tracekit reads)
-        pool = [j for j, e in enumerate(events) if isinstance(e, dict) and (
-                isinstance(e.get("args"), dict) and "Collective name" in e["args"]
-                or str(e.get("name", "")).startswith("ProfilerStep#"))] or pool
+        pool = [
+            j
+            for j, e in enumerate(events)
+            if isinstance(e, dict)
+            and (
+                isinstance(e.get("args"), dict)
+                and "Collective name" in e["args"]
+                or str(e.get("name", "")).startswith("ProfilerStep#")
+            )
+        ] or pool
         where *= 2
     i = pool[min(int(where * len(pool)), len(pool) - 1)]
     e = events[i]
@@ -168,8 +232,9 @@ def test_json_mutations(tmp_path_factory, seed, edits):
 PG_FIELDS = ["pg_name", "pg_desc", "uid", "backend_config", "pg_size", "ranks"]
 HEADER_EDIT = st.one_of(
     st.tuples(st.just("header"), st.sampled_from([h for h in HEADER if h != "traceEvents"] + ["schemaVersion"]), NASTY),
-    st.tuples(st.just("dist"), st.sampled_from(["rank", "world_size", "pg_count", "pg_config", "backend",
-                                                "nccl_version"]), NASTY),
+    st.tuples(
+        st.just("dist"), st.sampled_from(["rank", "world_size", "pg_count", "pg_config", "backend", "nccl_version"]), NASTY
+    ),
     st.tuples(st.just("pg"), st.sampled_from(PG_FIELDS), NASTY),
 )
 
@@ -225,8 +290,11 @@ def _intact_rows() -> int:
 
 # -- text level: numbers beyond float range, nesting, a second traceEvents key, blank runs --------------------------
 TEXT_EDIT = st.one_of(
-    st.tuples(st.just("number"), st.floats(0, 1, exclude_max=True), st.sampled_from(["1e400", "-1e400", "1e18",
-                                                                                      "123456789012345678901234"])),
+    st.tuples(
+        st.just("number"),
+        st.floats(0, 1, exclude_max=True),
+        st.sampled_from(["1e400", "-1e400", "1e18", "123456789012345678901234"]),
+    ),
     st.tuples(st.just("nest"), st.floats(0, 1, exclude_max=True), st.integers(1, 1500)),
     st.tuples(st.just("dupkey"), st.just(0.0), st.none()),
     st.tuples(st.just("blank"), st.floats(0, 1, exclude_max=True), st.integers(1, 3_000_000)),
@@ -238,19 +306,19 @@ def apply_text(text: str, edit) -> str:
 
     what, where, arg = edit
     if what == "number":
-        spots = [m.start() for m in re.finditer(r'(?<=: )-?\d+(\.\d+)?(?=[,}])', text)]
+        spots = [m.start() for m in re.finditer(r"(?<=: )-?\d+(\.\d+)?(?=[,}])", text)]
         if spots:
             at = spots[int(where * len(spots))]
             end = re.match(r"-?\d+(\.\d+)?", text[at:]).end()
-            return text[:at] + arg + text[at + end:]
+            return text[:at] + arg + text[at + end :]
         return text
     if what == "nest":
         at = text.find('"args": {', int(where * len(text)))
-        return text if at < 0 else text[:at] + f'"args": {{"x": {"[" * arg + "]" * arg}, ' + text[at + 9:]
+        return text if at < 0 else text[:at] + f'"args": {{"x": {"[" * arg + "]" * arg}, ' + text[at + 9 :]
     if what == "dupkey":
         return text[:-1] + ', "traceEvents": []}'
     at = text.find(", ", int(where * len(text)))
-    return text if at < 0 else text[:at + 1] + " " * arg + text[at + 1:]
+    return text if at < 0 else text[: at + 1] + " " * arg + text[at + 1 :]
 
 
 @FUZZ

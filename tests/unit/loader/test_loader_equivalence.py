@@ -33,8 +33,15 @@ def test_same_table_as_the_reference(name):
 
 
 @pytest.mark.parametrize("piece", [1 << 16, 1 << 20])
-@pytest.mark.parametrize("name", ["allreduce-broadcast-2rank-rank0.json.gz", "ddp-allreduce-2rank-rank1-oldformat.json.gz",
-                                  "pp-sendrecv-128rank-rank0.json.gz", "rocm-mi250-minitoy.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "allreduce-broadcast-2rank-rank0.json.gz",
+        "ddp-allreduce-2rank-rank1-oldformat.json.gz",
+        "pp-sendrecv-128rank-rank0.json.gz",
+        "rocm-mi250-minitoy.json.gz",
+    ],
+)
 def test_many_small_pieces_plain_json(name, piece, tmp_path, monkeypatch):
     """Cut into many pieces (the streaming path really streams: more than one piece), plain JSON."""
     plain = tmp_path / name.replace(".gz", "")

@@ -15,23 +15,36 @@ from tracekit.model.events import EventKind as K
 
 FIXTURES = {
     # file: (rank, world, device_type, {nccl op: count}, steps, device streams)
-    "allreduce-broadcast-2rank-rank0.json.gz": (0, 2, "cuda", {"all_reduce": 15, "broadcast": 6}, [4, 5, 6],
-                                                [(0, 7), (0, 40)]),
-    "ddp-allreduce-2rank-rank1-oldformat.json.gz": (1, 2, "cuda", {"all_reduce": 2020}, [2, 3, 4, 5, 6],
-                                                    [(1, 7), (1, 14)]),
+    "allreduce-broadcast-2rank-rank0.json.gz": (0, 2, "cuda", {"all_reduce": 15, "broadcast": 6}, [4, 5, 6], [(0, 7), (0, 40)]),
+    "ddp-allreduce-2rank-rank1-oldformat.json.gz": (1, 2, "cuda", {"all_reduce": 2020}, [2, 3, 4, 5, 6], [(1, 7), (1, 14)]),
     # the 10 ncclKernel_SendRecv kernels carry no collective args; each launch call sits directly inside
     # nccl:all_to_all (4), nccl:all_reduce (4) or nccl:_all_gather_base (2): the launch context is the op
-    "pp-sendrecv-128rank-rank0.json.gz": (0, 128, "cuda", {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
-                                          [551, 552], [(0, 7), (0, 23), (0, 25), (0, 84), (0, 203)]),
-    "pp-sendrecv-128rank-rank1.json.gz": (1, 128, "cuda", {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
-                                          [551, 552], [(1, 7), (1, 23), (1, 25), (1, 84), (1, 203)]),
+    "pp-sendrecv-128rank-rank0.json.gz": (
+        0,
+        128,
+        "cuda",
+        {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
+        [551, 552],
+        [(0, 7), (0, 23), (0, 25), (0, 84), (0, 203)],
+    ),
+    "pp-sendrecv-128rank-rank1.json.gz": (
+        1,
+        128,
+        "cuda",
+        {"all_to_all": 4, "all_reduce": 4, "all_gather": 2},
+        [551, 552],
+        [(1, 7), (1, 23), (1, 25), (1, 84), (1, 203)],
+    ),
     "single-rank-nocomm-nsresolution.json.gz": (0, 1, "cuda", {}, [101, 102, 103, 104, 105], [(0, 7)]),
     # no distributedInfo: rank 0 of a 1-rank run (before: -1 of -1, which crashed report and --timeline-out)
     "rocm-mi250-minitoy.json.gz": (0, 1, "rocm", {}, [1, 2], [(2, 0)]),
 }
 # distributedInfo without pg_config: collectives are put on the world group, and the loader says so
-WORLD_GROUP_ASSUMED = {"ddp-allreduce-2rank-rank1-oldformat.json.gz": 2020, "pp-sendrecv-128rank-rank0.json.gz": 10,
-                       "pp-sendrecv-128rank-rank1.json.gz": 10}
+WORLD_GROUP_ASSUMED = {
+    "ddp-allreduce-2rank-rank1-oldformat.json.gz": 2020,
+    "pp-sendrecv-128rank-rank0.json.gz": 10,
+    "pp-sendrecv-128rank-rank1.json.gz": 10,
+}
 
 
 def oracle(path):

@@ -59,13 +59,17 @@ def test_a_bounded_summary_reads_back_and_the_gate_uses_the_totals(analysis, mon
     assert metrics.scopes()
 
 
-@pytest.mark.parametrize("traces", [[TRACE], ["pp-sendrecv-128rank-rank0.json.gz", "pp-sendrecv-128rank-rank1.json.gz"]],
-                         ids=["one rank", "two ranks"])
+@pytest.mark.parametrize(
+    "traces", [[TRACE], ["pp-sendrecv-128rank-rank0.json.gz", "pp-sendrecv-128rank-rank1.json.gz"]], ids=["one rank", "two ranks"]
+)
 def test_the_full_table_equals_the_unbounded_rows(analysis, traces):
     """One definition of a row: the Parquet table `--collectives-out` writes reads back equal to the summary's
     rows, value for value (exact floats, null where one rank has no wait/transfer/skew, Python types)."""
-    a = analysis if traces == [TRACE] else tracekit.analyze(tracekit.load(
-        [gpu_trace(t) for t in traces], options=tracekit.LoadOptions(cache=False)))
+    a = (
+        analysis
+        if traces == [TRACE]
+        else tracekit.analyze(tracekit.load([gpu_trace(t) for t in traces], options=tracekit.LoadOptions(cache=False)))
+    )
     rows = a.to_dict()["collectives"]
     table = pa.Table.from_pandas(collectives_frame(a.comm), preserve_index=False)
     assert len(rows) >= 10 and table.to_pylist() == rows
@@ -77,8 +81,9 @@ def test_the_full_table_equals_the_unbounded_rows(analysis, traces):
 def test_cli_collectives_out_writes_every_instance(analysis, tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEKIT_MAX_COLLECTIVE_ROWS", "5")
     out, summary = tmp_path / "c.parquet", tmp_path / "s.json"
-    res = CliRunner().invoke(cli, ["analyze", gpu_trace(TRACE), "--no-cache", "--format", "json", "--out",
-                                   str(summary), "--collectives-out", str(out)])
+    res = CliRunner().invoke(
+        cli, ["analyze", gpu_trace(TRACE), "--no-cache", "--format", "json", "--out", str(summary), "--collectives-out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     table = pq.read_table(out)
     s = json.loads(summary.read_text())

@@ -25,8 +25,16 @@ def _load(path, **kw):
 
 
 def kernel(ts=10, dur=5, name="ncclDevKernel_AllReduce_Sum_f32", **args):
-    a = {"Collective name": "allreduce", "In msg nelems": 4, "Out msg nelems": 4, "dtype": "Float",
-         "Group size": 2, "Process Group Name": "0", "Process Group Description": "default_pg", "correlation": 1}
+    a = {
+        "Collective name": "allreduce",
+        "In msg nelems": 4,
+        "Out msg nelems": 4,
+        "dtype": "Float",
+        "Group size": 2,
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "correlation": 1,
+    }
     a.update(args)
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": a}
 
@@ -105,8 +113,16 @@ def test_unknown_categories_are_counted_as_other_with_a_warning(tmp_path):
 
 # -- NaN and huge numbers ---------------------------------------------------------------------------------------
 # 2**61 and 2**62: found by test_fuzz_loader on the loader before this fix (bytes wrapped to 0 or negative)
-@pytest.mark.parametrize("args", [{"In msg nelems": 10**30}, {"In msg nelems": str(10**30)},
-                                  {"In msg nelems": 2**62}, {"In msg nelems": 2**61}, {"In msg nelems": -7}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"In msg nelems": 10**30},
+        {"In msg nelems": str(10**30)},
+        {"In msg nelems": 2**62},
+        {"In msg nelems": 2**61},
+        {"In msg nelems": -7},
+    ],
+)
 def test_huge_sizes_are_absent_never_wrapped(tmp_path, args):
     table, _ = _load(write(tmp_path / "t.json", [step(), kernel(**args)]))
     i = np.flatnonzero(table.mask_kind(K.COMM))[0]
@@ -116,8 +132,10 @@ def test_huge_sizes_are_absent_never_wrapped(tmp_path, args):
 
 
 # Group size 2**31: found by test_fuzz_loader (OverflowError traceback from the int32 column)
-@pytest.mark.parametrize("args", [{"Group size": 10**12}, {"Group size": 2**31}, {"Seq": "99999999999999999999999"},
-                                  {"Seq": 10**25}, {"device": 70000}])
+@pytest.mark.parametrize(
+    "args",
+    [{"Group size": 10**12}, {"Group size": 2**31}, {"Seq": "99999999999999999999999"}, {"Seq": 10**25}, {"device": 70000}],
+)
 def test_out_of_range_ids_are_absent(tmp_path, args):
     table, _ = _load(write(tmp_path / "t.json", [step(), kernel(**args)]))
     i = np.flatnonzero(table.mask_kind(K.COMM))[0]
@@ -135,11 +153,14 @@ def test_huge_times_are_dropped_with_a_warning(tmp_path):
     assert any("dropped 2 events whose time or end lies beyond" in w for w in info.warnings)
 
 
-@pytest.mark.parametrize("header,event,message", [
-    ({"baseTimeNanoseconds": 10**20}, kernel(), "baseTimeNanoseconds"),
-    ({}, step(n=10**20), "out of range"),
-    ({}, None, "not valid JSON"),  # NaN literal, as Python's json.dumps writes it
-])
+@pytest.mark.parametrize(
+    "header,event,message",
+    [
+        ({"baseTimeNanoseconds": 10**20}, kernel(), "baseTimeNanoseconds"),
+        ({}, step(n=10**20), "out of range"),
+        ({}, None, "not valid JSON"),  # NaN literal, as Python's json.dumps writes it
+    ],
+)
 def test_corrupt_numbers_are_one_line_errors(tmp_path, header, event, message):
     path = tmp_path / "t.json"
     if event is None:
@@ -173,8 +194,9 @@ def test_impossible_rank_numbers(tmp_path, rank, world):
 def _run_dir(tmp_path, name, ranks, world=2, t0=0.0):
     d = tmp_path / name
     d.mkdir()
-    for r, w, t in zip(ranks, world if isinstance(world, list) else [world] * len(ranks),
-                       t0 if isinstance(t0, list) else [t0] * len(ranks)):
+    for r, w, t in zip(
+        ranks, world if isinstance(world, list) else [world] * len(ranks), t0 if isinstance(t0, list) else [t0] * len(ranks)
+    ):
         write(d / f"r{r}-{len(list(d.iterdir()))}.json", [step(ts=t), kernel(ts=t + 10)], rank=r, world=w)
     return d
 
@@ -226,8 +248,10 @@ def test_terminal_escape_sequences_are_shown_escaped(tmp_path):
     d = tmp_path / "evil"
     d.mkdir()
     pg = {"pg_name": "0", "pg_desc": "\x1b[2Jdesc", "ranks": [0], "pg_size": 1}
-    doc = {"traceEvents": [step(), kernel(name=HOSTILE, **{"Group size": 1})],
-           "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl", "pg_config": [pg]}}
+    doc = {
+        "traceEvents": [step(), kernel(name=HOSTILE, **{"Group size": 1})],
+        "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl", "pg_config": [pg]},
+    }
     (d / "rank0.json").write_text(json.dumps(doc))
     for args in (["info", str(d)], ["analyze", str(d), "--format", "table", "--width", "250"]):
         res = _cli(*args)

@@ -54,8 +54,19 @@ def write_trace(path, events, tail=b"", **header):
 
 
 def kernels(n, **args):
-    return [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5,
-             "args": {"device": 0, "stream": 7, "correlation": i, **args}} for i in range(n)]
+    return [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{i % 7}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 * i,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": i, **args},
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -172,6 +183,7 @@ def test_a_failed_split_load_leaves_no_handoff_files(tmp_path, small_pieces, mon
     def sweep(prefix):
         swept.extend(_leftovers())
         real_sweep(prefix)
+
     monkeypatch.setattr(split.handoff, "sweep", sweep)
     with pytest.raises(InputLimitError, match="whitespace"):
         split.load_split(str(path), StreamLimits(), RuleSet(), 2)
@@ -184,8 +196,7 @@ def test_handoff_keeps_shapes_and_dtypes(tmp_path, monkeypatch):
     from tracekit.loader import handoff
 
     monkeypatch.setattr(handoff, "_SHM", str(tmp_path))
-    sent = {"m": np.arange(14, dtype=np.int32).reshape(2, 7), "e": np.empty((0, 6), np.int64),
-            "v": np.array([3, -1], np.int64)}
+    sent = {"m": np.arange(14, dtype=np.int32).reshape(2, 7), "e": np.empty((0, 6), np.int64), "v": np.array([3, -1], np.int64)}
     got = handoff.take(handoff.put(sent, "p-"))
     for k, v in sent.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape and (got[k] == v).all()
@@ -201,6 +212,7 @@ def test_a_handoff_file_gone_before_it_is_read_falls_back_to_the_serial_load(tmp
     def vanished(sent):
         os.unlink(sent.path)
         return real_take(sent)
+
     monkeypatch.setattr(split.handoff, "take", vanished)
     with pytest.raises(NotStreamable, match="could not be read back"):
         split.load_split(path, StreamLimits(), RuleSet(), 3)

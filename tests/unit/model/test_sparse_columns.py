@@ -59,9 +59,13 @@ def test_select_equals_the_dense_selection(how):
     dense, sparse = _tables(seed=1)
     n = len(dense)
     rng = np.random.default_rng(2)
-    index = {"mask": rng.random(n) < 0.3, "sorted": np.flatnonzero(rng.random(n) < 0.5),
-             "unsorted": rng.permutation(n)[: n // 2], "empty": np.zeros(0, np.int64),
-             "repeats": np.repeat(np.arange(0, n, 7), 2)}[how]
+    index = {
+        "mask": rng.random(n) < 0.3,
+        "sorted": np.flatnonzero(rng.random(n) < 0.5),
+        "unsorted": rng.permutation(n)[: n // 2],
+        "empty": np.zeros(0, np.int64),
+        "repeats": np.repeat(np.arange(0, n, 7), 2),
+    }[how]
     _same(dense.select(index), sparse.select(index))
     if how in ("mask", "sorted"):
         assert isinstance(sparse.select(index).columns, Columns)  # stays sparse

@@ -49,8 +49,13 @@ def step_windows(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.array([-1]), np.array([int(table["ts_ns"].min())]), np.array([int(table.end_ns.max())])
 
 
-def scope(table: EventTable, steps: tuple[int, ...] | None = None, info: RankInfo | None = None,
-          window: str | None = None, plan: StepPlan | None = None) -> Scope:
+def scope(
+    table: EventTable,
+    steps: tuple[int, ...] | None = None,
+    info: RankInfo | None = None,
+    window: str | None = None,
+    plan: StepPlan | None = None,
+) -> Scope:
     """The windows of ``steps`` (all when None) and the device activities launched in them. With ``info``, the
     windows are the analysis' step plan (device spans, nesting and duplicate rules, ``window`` annotations).
     ``plan``: the plan ``table`` was already re-stepped with (``analyze()`` passes the comm analyzer's own, so
@@ -70,8 +75,9 @@ def scope(table: EventTable, steps: tuple[int, ...] | None = None, info: RankInf
     return _scoped(table, steps, ids, ws, we, has_steps)
 
 
-def _scoped(table: EventTable, steps: tuple[int, ...] | None, ids: np.ndarray, ws: np.ndarray, we: np.ndarray,
-            has_steps: bool) -> Scope:
+def _scoped(
+    table: EventTable, steps: tuple[int, ...] | None, ids: np.ndarray, ws: np.ndarray, we: np.ndarray, has_steps: bool
+) -> Scope:
     if steps is not None and has_steps:
         keep = np.isin(ids, np.asarray(steps, dtype=np.int64))
         ids, ws, we = ids[keep], ws[keep], we[keep]

@@ -78,8 +78,12 @@ class IdleBreakdown:
 
     def to_dict(self) -> dict:
         d = self.totals.to_dict()
-        d.update(dependency_slack_us=self.slack_ns / 1e3, steps=[s.to_dict() for s in self.steps],
-                 streams=[s.to_dict() for s in self.streams], notes=list(self.notes))
+        d.update(
+            dependency_slack_us=self.slack_ns / 1e3,
+            steps=[s.to_dict() for s in self.steps],
+            streams=[s.to_dict() for s in self.streams],
+            notes=list(self.notes),
+        )
         return d
 
     def to_frame(self, by: str = "step") -> pd.DataFrame:
@@ -105,8 +109,9 @@ def idle_breakdown(sc: Scope, rank: int, slack_ns: int = 5_000, host_bound_share
     launch = launch_rows(t, rows)
     notes = []
     if len(rows) and (launch < 0).all():
-        notes.append("no runtime launch rows correlate with device activity: host and dependency waits are unknown "
-                     "and counted as other")
+        notes.append(
+            "no runtime launch rows correlate with device activity: host and dependency waits are unknown and counted as other"
+        )
     streams = np.unique(t["stream"][rows])
     ws, we = sc.win_start, sc.win_end
     device = _split(_activities(t, rows, launch, slice(None), slack_ns), ws, we)
@@ -118,8 +123,9 @@ def idle_breakdown(sc: Scope, rank: int, slack_ns: int = 5_000, host_bound_share
         srows = [_row(int(sc.step_ids[i]), int(st), parts[i], host_bound_share) for i in range(len(ws))]
         stream_steps.extend(srows)
         per_stream.append(_total(srows, int(st), host_bound_share))
-    return IdleBreakdown(rank, _total(steps, None, host_bound_share), steps, tuple(per_stream), tuple(stream_steps),
-                         slack_ns, tuple(notes))
+    return IdleBreakdown(
+        rank, _total(steps, None, host_bound_share), steps, tuple(per_stream), tuple(stream_steps), slack_ns, tuple(notes)
+    )
 
 
 def _row(step: int, stream: int | None, parts: tuple[int, int, int, int, int], share: float) -> IdleRow:
@@ -157,7 +163,7 @@ def _previous_end_on_stream(start, end, stream) -> np.ndarray:
     for lo, hi in _runs(st):
         reach = np.maximum.accumulate(e[lo:hi])
         out[lo] = s[lo]
-        out[lo + 1:hi] = np.minimum(reach[:-1], s[lo + 1:hi])  # overlapping predecessor: no gap
+        out[lo + 1 : hi] = np.minimum(reach[:-1], s[lo + 1 : hi])  # overlapping predecessor: no gap
     res = np.empty(len(s), np.int64)
     res[order] = out
     return res

@@ -30,15 +30,23 @@ CLASSES = ("gemm", "attention", "convolution", "normalization", "elementwise_red
 
 DEFAULT_CLASS_RULES: tuple[ClassRule, ...] = (
     ClassRule(r"(?i)flash_?(fwd|bwd|attn)|fmha|attention|_attn_|sdpa|xformers|mha_(fwd|bwd)", "attention"),
-    ClassRule(r"(?i)conv|winograd|scudnn|dgrad|wgrad|fprop|cask_cudnn|cudnn::cnn::|cudnn::detail::.*engine",
-              "convolution"),
-    ClassRule(r"(?i)gemm|gemv|cutlass::Kernel|cublas|splitKreduce|epilogue::impl|Cijk_|nvjet|matmul|magma_|"
-              r"scal_kernel|dot_kernel|axpy", "gemm"),
-    ClassRule(r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|cudnn::bn_|GammaBeta|"
-              r"RowwiseMoments", "normalization"),
-    ClassRule(r"(?i)elementwise|reduce|softmax|multi_tensor_apply|cub::|scan|sort|CatArray|index|gather|scatter|"
-              r"copy|fill|dropout|embedding|pool|nchwToNhwc|nhwcToNchw|scalePacked|permute|bounds_check|"
-              r"offsets|quantize|FP8|linearize|compute_cuda_kernel|where|arange|cumsum|topk|unique", "elementwise_reduction"),
+    ClassRule(r"(?i)conv|winograd|scudnn|dgrad|wgrad|fprop|cask_cudnn|cudnn::cnn::|cudnn::detail::.*engine", "convolution"),
+    ClassRule(
+        r"(?i)gemm|gemv|cutlass::Kernel|cublas|splitKreduce|epilogue::impl|Cijk_|nvjet|matmul|magma_|"
+        r"scal_kernel|dot_kernel|axpy",
+        "gemm",
+    ),
+    ClassRule(
+        r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|cudnn::bn_|GammaBeta|"
+        r"RowwiseMoments",
+        "normalization",
+    ),
+    ClassRule(
+        r"(?i)elementwise|reduce|softmax|multi_tensor_apply|cub::|scan|sort|CatArray|index|gather|scatter|"
+        r"copy|fill|dropout|embedding|pool|nchwToNhwc|nhwcToNchw|scalePacked|permute|bounds_check|"
+        r"offsets|quantize|FP8|linearize|compute_cuda_kernel|where|arange|cumsum|topk|unique",
+        "elementwise_reduction",
+    ),
 )
 
 

@@ -52,8 +52,15 @@ class KernelStats:
 
     def to_dict(self) -> dict:
         d: dict = dict(self.key)
-        d.update(count=self.count, total_us=self.total_ns / 1e3, mean_us=self.mean_ns / 1e3,
-                 p50_us=self.p50_ns / 1e3, p95_us=self.p95_ns / 1e3, max_us=self.max_ns / 1e3, share=self.share)
+        d.update(
+            count=self.count,
+            total_us=self.total_ns / 1e3,
+            mean_us=self.mean_ns / 1e3,
+            p50_us=self.p50_ns / 1e3,
+            p95_us=self.p95_ns / 1e3,
+            max_us=self.max_ns / 1e3,
+            share=self.share,
+        )
         return d
 
 
@@ -71,14 +78,19 @@ class KernelBreakdown:
     def to_frame(self, by: str = "name") -> pd.DataFrame:
         """``by``: "name" (the JSON rows), "short_name" or "class"."""
         rows = {"name": self.rows, "short_name": self.short_names, "class": self.classes}[by]
-        cols = {"name": ("name", "short_name", "class"), "short_name": ("short_name", "class"),
-                "class": ("class",)}[by]
+        cols = {"name": ("name", "short_name", "class"), "short_name": ("short_name", "class"), "class": ("class",)}[by]
         return pd.DataFrame([r.to_dict() for r in rows], columns=list(cols + _STAT_COLUMNS))
 
 
-PARTS = {1: "compute", 2: "communication", 4: "memory", 3: "compute_overlapping_communication",
-         5: "compute_overlapping_memory", 6: "communication_overlapping_memory",
-         7: "compute_overlapping_communication_overlapping_memory"}
+PARTS = {
+    1: "compute",
+    2: "communication",
+    4: "memory",
+    3: "compute_overlapping_communication",
+    5: "compute_overlapping_memory",
+    6: "communication_overlapping_memory",
+    7: "compute_overlapping_communication_overlapping_memory",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +103,12 @@ class BusyPartition:
         return dict(self.parts_ns)[part]
 
     def to_dict(self) -> dict:
-        return {"busy_us": self.busy_ns / 1e3,
-                "parts": [{"part": p, "us": ns / 1e3, "share": ns / self.busy_ns if self.busy_ns else 0.0}
-                          for p, ns in self.parts_ns]}
+        return {
+            "busy_us": self.busy_ns / 1e3,
+            "parts": [
+                {"part": p, "us": ns / 1e3, "share": ns / self.busy_ns if self.busy_ns else 0.0} for p, ns in self.parts_ns
+            ],
+        }
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.to_dict()["parts"], columns=["part", "us", "share"])
@@ -143,12 +158,12 @@ def name_labels(t: EventTable, rows: np.ndarray, rules: ClassRuleSet) -> tuple[n
     """(name, short name, class) of each row as object arrays; names and classes are worked out once per unique
     (name, kind) pair."""
     names, shorts, classes, inv = label_codes(t, rows, rules)
-    return (np.array(names, dtype=object)[inv], np.array(shorts, dtype=object)[inv],
-            np.array(classes, dtype=object)[inv])
+    return (np.array(names, dtype=object)[inv], np.array(shorts, dtype=object)[inv], np.array(classes, dtype=object)[inv])
 
 
-def _aggregate(columns: tuple[str, ...], labels: list[tuple[str, ...]], inv: np.ndarray, dur: np.ndarray,
-               busy_ns: int) -> tuple[KernelStats, ...]:
+def _aggregate(
+    columns: tuple[str, ...], labels: list[tuple[str, ...]], inv: np.ndarray, dur: np.ndarray, busy_ns: int
+) -> tuple[KernelStats, ...]:
     """Stats per distinct label: ``labels`` per (name, kind) pair, ``inv`` each row's pair, ``dur`` sorted."""
     if len(dur) == 0:
         return ()
@@ -165,8 +180,18 @@ def _aggregate(columns: tuple[str, ...], labels: list[tuple[str, ...]], inv: np.
     out = []
     for i, label in enumerate(groups):
         n, total = int(counts[i]), int(totals[i])
-        out.append(KernelStats(tuple(zip(columns, label)), n, total, total / n, p50[i], p95[i], int(maxes[i]),
-                               total / busy_ns if busy_ns else 0.0))
+        out.append(
+            KernelStats(
+                tuple(zip(columns, label)),
+                n,
+                total,
+                total / n,
+                p50[i],
+                p95[i],
+                int(maxes[i]),
+                total / busy_ns if busy_ns else 0.0,
+            )
+        )
     out.sort(key=lambda s: (-s.total_ns, s.key))
     return tuple(out)
 
@@ -201,5 +226,13 @@ def busy_partition(sc: Scope, rank: int) -> BusyPartition:
     return BusyPartition(rank, sum(totals.values()), parts)
 
 
-__all__ = ["BusyPartition", "KernelBreakdown", "KernelStats", "Unavailable", "busy_partition", "kernel_breakdown",
-           "label_codes", "name_labels"]
+__all__ = [
+    "BusyPartition",
+    "KernelBreakdown",
+    "KernelStats",
+    "Unavailable",
+    "busy_partition",
+    "kernel_breakdown",
+    "label_codes",
+    "name_labels",
+]

@@ -24,8 +24,20 @@ from .kernels import label_codes
 
 _LAUNCHED = (int(EventKind.KERNEL), int(EventKind.COMM), int(EventKind.MEMCPY), int(EventKind.MEMSET))
 _KERNELS = (int(EventKind.KERNEL), int(EventKind.COMM))  # launch-bound is about kernels, not copies and sets
-FRAME_COLUMNS = ("name", "short_name", "class", "stream", "step", "correlation", "start_us", "kernel_us",
-                 "runtime_name", "runtime_us", "delay_us", "launch_bound")
+FRAME_COLUMNS = (
+    "name",
+    "short_name",
+    "class",
+    "stream",
+    "step",
+    "correlation",
+    "start_us",
+    "kernel_us",
+    "runtime_name",
+    "runtime_us",
+    "delay_us",
+    "launch_bound",
+)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,11 +69,17 @@ class LaunchStats:
         kdur, rdur = t["dur_ns"][rows], t["dur_ns"][lr]
         inv = self.label_of
         return {
-            "name": np.array(names, dtype=object)[inv], "short_name": np.array(shorts, dtype=object)[inv],
-            "class": np.array(classes, dtype=object)[inv], "stream": t["stream"][rows],
-            "step": t["step"][rows].astype(np.int64), "correlation": t["correlation"][rows],
-            "start_us": t["ts_ns"][rows] / 1e3, "kernel_us": kdur / 1e3, "runtime_name": rt_names[rt_inv.reshape(-1)],
-            "runtime_us": rdur / 1e3, "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
+            "name": np.array(names, dtype=object)[inv],
+            "short_name": np.array(shorts, dtype=object)[inv],
+            "class": np.array(classes, dtype=object)[inv],
+            "stream": t["stream"][rows],
+            "step": t["step"][rows].astype(np.int64),
+            "correlation": t["correlation"][rows],
+            "start_us": t["ts_ns"][rows] / 1e3,
+            "kernel_us": kdur / 1e3,
+            "runtime_name": rt_names[rt_inv.reshape(-1)],
+            "runtime_us": rdur / 1e3,
+            "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
             "launch_bound": _launch_bound(t, rows, lr),
         }
 
@@ -73,7 +91,7 @@ class LaunchStats:
     def _outlier_rows(self, c: Mapping[str, np.ndarray]) -> np.ndarray:
         hit = np.flatnonzero((c["delay_us"] > self.delay_cutoff_ns / 1e3) | (c["runtime_us"] > self.runtime_cutoff_ns / 1e3))
         order = np.lexsort((-c["runtime_us"][hit], -c["delay_us"][hit]))  # both descending, ties in row order
-        return hit[order][:self.max_outliers]
+        return hit[order][: self.max_outliers]
 
     def outliers(self) -> pd.DataFrame:
         c = self.columns
@@ -89,16 +107,23 @@ class LaunchStats:
             if r["runtime_name"] is None:
                 r["runtime_name"] = float("nan")
         return {
-            "activities": self.activities, "with_launch": n,
-            "median_delay_us": _num(percentile(delay, 50)), "p95_delay_us": _num(percentile(delay, 95)),
-            "p99_delay_us": _num(percentile(delay, 99)), "max_delay_us": _num(delay.max() if n else np.nan),
+            "activities": self.activities,
+            "with_launch": n,
+            "median_delay_us": _num(percentile(delay, 50)),
+            "p95_delay_us": _num(percentile(delay, 95)),
+            "p99_delay_us": _num(percentile(delay, 99)),
+            "max_delay_us": _num(delay.max() if n else np.nan),
             "negative_delays": int((delay < 0).sum()),
             "median_runtime_us": _num(percentile(c["runtime_us"], 50)),
             "p95_runtime_us": _num(percentile(c["runtime_us"], 95)),
             "median_kernel_us": _num(percentile(c["kernel_us"], 50)),
-            "launch_bound_kernels": {"count": bound, "share": bound / n if n else 0.0,
-                                     "by_short_name": [{"short_name": k, "count": v} for k, v in self.bound_by_short]},
-            "delay_cutoff_us": self.delay_cutoff_ns / 1e3, "runtime_cutoff_us": self.runtime_cutoff_ns / 1e3,
+            "launch_bound_kernels": {
+                "count": bound,
+                "share": bound / n if n else 0.0,
+                "by_short_name": [{"short_name": k, "count": v} for k, v in self.bound_by_short],
+            },
+            "delay_cutoff_us": self.delay_cutoff_ns / 1e3,
+            "runtime_cutoff_us": self.runtime_cutoff_ns / 1e3,
             "delay_outliers": int((delay > self.delay_cutoff_ns / 1e3).sum()),
             "runtime_outliers": int((c["runtime_us"] > self.runtime_cutoff_ns / 1e3).sum()),
             "outliers": outliers,
@@ -117,8 +142,14 @@ def _num(x) -> float | None:
     return None if x != x else x
 
 
-def launch_stats(sc: Scope, rank: int, rules: ClassRuleSet, delay_cutoff_ns: int = 100_000,
-                 runtime_cutoff_ns: int = 50_000, max_outliers: int = 20) -> LaunchStats | None:
+def launch_stats(
+    sc: Scope,
+    rank: int,
+    rules: ClassRuleSet,
+    delay_cutoff_ns: int = 100_000,
+    runtime_cutoff_ns: int = 50_000,
+    max_outliers: int = 20,
+) -> LaunchStats | None:
     """None when no activity of the range has a runtime launch row."""
     t = sc.table
     launched = np.isin(t["kind"][sc.rows], _LAUNCHED)
@@ -130,9 +161,19 @@ def launch_stats(sc: Scope, rank: int, rules: ClassRuleSet, delay_cutoff_ns: int
     rows, lr = rows[has], lr[has]
     names, shorts, classes, inv = label_codes(t, rows, rules)
     bound = _launch_bound(t, rows, lr)
-    return LaunchStats(rank, int(launched.sum()), t, rows, lr, (tuple(names), tuple(shorts), tuple(classes)),
-                       np.asarray(inv, np.int32 if len(names) < 2**31 else np.int64), delay_cutoff_ns,
-                       runtime_cutoff_ns, max_outliers, _by_short(shorts, inv[bound]))
+    return LaunchStats(
+        rank,
+        int(launched.sum()),
+        t,
+        rows,
+        lr,
+        (tuple(names), tuple(shorts), tuple(classes)),
+        np.asarray(inv, np.int32 if len(names) < 2**31 else np.int64),
+        delay_cutoff_ns,
+        runtime_cutoff_ns,
+        max_outliers,
+        _by_short(shorts, inv[bound]),
+    )
 
 
 def _by_short(shorts: list[str], pairs: np.ndarray, top: int = 10) -> tuple[tuple[str, int], ...]:

@@ -20,10 +20,14 @@ from .kernel_classes import ClassRuleSet
 from .kernels import BusyPartition, KernelBreakdown, Unavailable, kernel_breakdown
 from .launches import LaunchStats, launch_stats
 
-CPU_ONLY = ("CPU-only run: no device activity in the trace (gloo); device kernels, busy time, device idle time and "
-            "kernel launches do not exist")
-NO_LAUNCHES = ("no runtime launch rows (cuda_runtime / cuda_driver with a correlation id) match the device "
-               "activities; was the CPU activity traced?")
+CPU_ONLY = (
+    "CPU-only run: no device activity in the trace (gloo); device kernels, busy time, device idle time and "
+    "kernel launches do not exist"
+)
+NO_LAUNCHES = (
+    "no runtime launch rows (cuda_runtime / cuda_driver with a correlation id) match the device "
+    "activities; was the CPU activity traced?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +94,12 @@ def rank_breakdowns(traces: TraceSet, rank: int, options: BreakdownOptions) -> R
     sc = scope(traces.table(rank), options.steps, info, options.window, plan)
     kernels, busy = kernel_breakdown(sc, rank, options.class_rules)
     idle = idle_breakdown(sc, rank, options.dependency_slack_ns, options.host_bound_share)
-    launches = launch_stats(sc, rank, options.class_rules, options.delay_cutoff_ns, options.runtime_cutoff_ns,
-                            options.max_outliers)
-    return RankBreakdowns(rank, info.device_type, kernels, busy, idle,
-                          launches if launches is not None else Unavailable(NO_LAUNCHES))
+    launches = launch_stats(
+        sc, rank, options.class_rules, options.delay_cutoff_ns, options.runtime_cutoff_ns, options.max_outliers
+    )
+    return RankBreakdowns(
+        rank, info.device_type, kernels, busy, idle, launches if launches is not None else Unavailable(NO_LAUNCHES)
+    )
 
 
 def breakdowns(traces: TraceSet, options: BreakdownOptions | None = None) -> dict[int, RankBreakdowns]:

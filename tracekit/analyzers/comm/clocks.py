@@ -49,8 +49,13 @@ class ClockOffset:
     method: str = "median-ends"
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "offset_us": self.offset_ns / 1e3, "spread_us": self.spread_ns / 1e3,
-                "matched": self.matched, "method": self.method}
+        return {
+            "rank": self.rank,
+            "offset_us": self.offset_ns / 1e3,
+            "spread_us": self.spread_ns / 1e3,
+            "matched": self.matched,
+            "method": self.method,
+        }
 
 
 def _pair_edges(df: pd.DataFrame) -> pd.DataFrame:
@@ -60,10 +65,13 @@ def _pair_edges(df: pd.DataFrame) -> pd.DataFrame:
     is_ref = m["rank"] == ref_rank
     ref = m[is_ref].drop_duplicates("match").set_index("match")[["start_ns", "end_ns"]]
     other = m[~is_ref].merge(ref, left_on="match", right_index=True, how="left", suffixes=("", "_a"))
-    other = other.assign(a=ref_rank[~is_ref], lo=other["start_ns"] - other["end_ns_a"],
-                         hi=other["end_ns"] - other["start_ns_a"], d=other["end_ns"] - other["end_ns_a"])
-    return other.groupby(["a", "rank"]).agg(lo=("lo", "max"), hi=("hi", "min"), d=("d", "median"),
-                                            n=("d", "size")).reset_index()
+    other = other.assign(
+        a=ref_rank[~is_ref],
+        lo=other["start_ns"] - other["end_ns_a"],
+        hi=other["end_ns"] - other["start_ns_a"],
+        d=other["end_ns"] - other["end_ns_a"],
+    )
+    return other.groupby(["a", "rank"]).agg(lo=("lo", "max"), hi=("hi", "min"), d=("d", "median"), n=("d", "size")).reset_index()
 
 
 def _p2p_edges(df: pd.DataFrame) -> pd.DataFrame:
@@ -78,11 +86,16 @@ def _p2p_edges(df: pd.DataFrame) -> pd.DataFrame:
     fwd = (p["rank_s"] < p["rank_r"]).to_numpy()  # a sends to b: an upper bound
     bound = (p["end_ns_r"] - p["start_ns_s"]).to_numpy(np.float64)  # θ(r − s) <= end_r − start_s
     d = (p["end_ns_r"] - p["end_ns_s"]).to_numpy(np.float64)
-    e = pd.DataFrame({"a": np.where(fwd, p["rank_s"], p["rank_r"]), "rank": np.where(fwd, p["rank_r"], p["rank_s"]),
-                      "lo": np.where(fwd, -np.inf, -bound), "hi": np.where(fwd, bound, np.inf),
-                      "d": np.where(fwd, d, -d)})
-    return e.groupby(["a", "rank"]).agg(lo=("lo", "max"), hi=("hi", "min"), d=("d", "median"),
-                                        n=("d", "size")).reset_index()
+    e = pd.DataFrame(
+        {
+            "a": np.where(fwd, p["rank_s"], p["rank_r"]),
+            "rank": np.where(fwd, p["rank_r"], p["rank_s"]),
+            "lo": np.where(fwd, -np.inf, -bound),
+            "hi": np.where(fwd, bound, np.inf),
+            "d": np.where(fwd, d, -d),
+        }
+    )
+    return e.groupby(["a", "rank"]).agg(lo=("lo", "max"), hi=("hi", "min"), d=("d", "median"), n=("d", "size")).reset_index()
 
 
 def _edges(pairs: pd.DataFrame, prefix: str, what: str) -> tuple[dict[int, list], dict[tuple[int, int], str]]:
@@ -99,9 +112,11 @@ def _edges(pairs: pd.DataFrame, prefix: str, what: str) -> tuple[dict[int, list]
             method, spread = ("median-ends" if est == d else "clipped"), max(est - lo, hi - est)
         else:
             method, est, spread = "unbounded", d, lo - hi
-            warnings[(a, b)] = (f"rank {b} vs rank {a}: {what} timings contradict any single clock offset "
-                                f"(bounds {lo / 1e3:.1f} > {hi / 1e3:.1f} µs; clock drift?); used the median of "
-                                "matched end differences")
+            warnings[(a, b)] = (
+                f"rank {b} vs rank {a}: {what} timings contradict any single clock offset "
+                f"(bounds {lo / 1e3:.1f} > {hi / 1e3:.1f} µs; clock drift?); used the median of "
+                "matched end differences"
+            )
         edges.setdefault(a, []).append((b, est, spread, n, prefix + method))
         edges.setdefault(b, []).append((a, -est, spread, n, prefix + method))
     return edges, warnings
@@ -144,7 +159,8 @@ def estimate_offsets(df: pd.DataFrame, ranks: list[int]) -> tuple[dict[int, Cloc
     for row in p2p_pairs.itertuples(index=False):
         a, b = int(row.a), int(row.rank)
         if (a in out) != (b in out) and (math.isinf(row.lo) or math.isinf(row.hi)):
-            warnings.append(f"rank {b if a in out else a} vs rank {a if a in out else b}: send/recv pairs run one "
-                            "way only, which bounds the clock offset on one side; clocks not aligned over them")
+            warnings.append(
+                f"rank {b if a in out else a} vs rank {a if a in out else b}: send/recv pairs run one "
+                "way only, which bounds the clock offset on one side; clocks not aligned over them"
+            )
     return out, warnings
-

@@ -41,8 +41,13 @@ class Straggler:
     total_caused_wait_ns: float
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "last_arrivals": self.last_arrivals, "instances": self.instances,
-                "mean_lateness_us": self.mean_lateness_ns / 1e3, "total_caused_wait_us": self.total_caused_wait_ns / 1e3}
+        return {
+            "rank": self.rank,
+            "last_arrivals": self.last_arrivals,
+            "instances": self.instances,
+            "mean_lateness_us": self.mean_lateness_ns / 1e3,
+            "total_caused_wait_us": self.total_caused_wait_ns / 1e3,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +60,13 @@ class CrossRank:
     matched: int
 
     def to_dict(self) -> dict:
-        return {"clock_offsets": [o.to_dict() for o in self.offsets],
-                "stragglers": [s.to_dict() for s in self.stragglers],
-                "wait_by_rank_us": {str(r): w / 1e3 for r, w in self.wait_by_rank_ns.items()},
-                "mismatches": list(self.mismatches), "matched": self.matched}
+        return {
+            "clock_offsets": [o.to_dict() for o in self.offsets],
+            "stragglers": [s.to_dict() for s in self.stragglers],
+            "wait_by_rank_us": {str(r): w / 1e3 for r, w in self.wait_by_rank_ns.items()},
+            "mismatches": list(self.mismatches),
+            "matched": self.matched,
+        }
 
 
 def _match(cols: Mapping[str, np.ndarray]) -> tuple[np.ndarray, int, list[str]]:
@@ -69,14 +77,12 @@ def _match(cols: Mapping[str, np.ndarray]) -> tuple[np.ndarray, int, list[str]]:
     good = keys.in_text_order(np.flatnonzero(verdict.valid))
     number = np.full(len(keys), -1, np.int64)
     number[good] = np.arange(len(good))
-    match = (np.where(keys.ids >= 0, number[np.maximum(keys.ids, 0)], -1) if len(keys)
-             else np.full(len(cols["start_ns"]), -1))
+    match = np.where(keys.ids >= 0, number[np.maximum(keys.ids, 0)], -1) if len(keys) else np.full(len(cols["start_ns"]), -1)
     bad = np.flatnonzero(verdict.bad)
     msgs = []
     for key in keys.in_text_order(bad)[:20]:
         rows = np.flatnonzero(keys.ids == key)
-        detail = ", ".join(f"rank {r}: {o} {b} B" for r, o, b in
-                           zip(cols["rank"][rows], cols["op"][rows], cols["bytes"][rows]))
+        detail = ", ".join(f"rank {r}: {o} {b} B" for r, o, b in zip(cols["rank"][rows], cols["op"][rows], cols["bytes"][rows]))
         msgs.append(f"collective {keys.text(int(key)).split('|', 1)[1]} not paired ({verdict.what[key]}): {detail}")
     if len(bad) > 20:
         msgs.append(f"... and {len(bad) - 20} more unpaired collectives")
@@ -98,12 +104,19 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     if align_clocks and unaligned and len(offsets) > 0:
         mismatches.append(f"ranks {unaligned}: no matched collective with the reference rank; clocks not aligned")
     if align_clocks and len(ranks) > 1 and len(offsets) < 2:
-        why = ("no collectives in the traces" if df.empty else "none paired" if not (df["match"] >= 0).any()
-               else "only one-sided ops, or point-to-point pairs running one way, paired: they bound no clock offset")
-        mismatches.append(f"clock alignment impossible: no all_reduce/all_gather/reduce_scatter/all_to_all/barrier "
-                          f"nor send/recv pairs both ways matched across ranks ({why}); no cross-rank wait, skew or "
-                          "straggler is computed. If the ranks share one clock (one host), --no-align-clocks computes them "
-                          "on the raw times")
+        why = (
+            "no collectives in the traces"
+            if df.empty
+            else "none paired"
+            if not (df["match"] >= 0).any()
+            else "only one-sided ops, or point-to-point pairs running one way, paired: they bound no clock offset"
+        )
+        mismatches.append(
+            f"clock alignment impossible: no all_reduce/all_gather/reduce_scatter/all_to_all/barrier "
+            f"nor send/recv pairs both ways matched across ranks ({why}); no cross-rank wait, skew or "
+            "straggler is computed. If the ranks share one clock (one host), --no-align-clocks computes them "
+            "on the raw times"
+        )
     if align_clocks and len(df):  # never mix clocks: a match with an unaligned rank gives no cross-rank figure
         unaligned_match = df.loc[(df["match"] >= 0) & ~df["rank"].isin(list(offsets)), "match"].unique()
         df.loc[df["match"].isin(unaligned_match), "match"] = -1
@@ -125,8 +138,9 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     for k in ("wait_ns", "transfer_ns", "skew_ns", "algbw_gbps", "busbw_gbps"):
         cols[k] = df[k].to_numpy(dtype=np.float64)
     cols["match_id"] = df["match"].to_numpy()
-    return CrossRank(Instances(cols), tuple(offsets[r] for r in sorted(offsets)), stragglers, wait_by_rank,
-                     tuple(mismatches), matched)
+    return CrossRank(
+        Instances(cols), tuple(offsets[r] for r in sorted(offsets)), stragglers, wait_by_rank, tuple(mismatches), matched
+    )
 
 
 def _bandwidth(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -152,12 +166,12 @@ def _stragglers(df: pd.DataFrame, start: pd.Series, m: pd.Series) -> tuple[Strag
     second = sub.groupby("match")["start"].nth(-2)
     second = pd.Series(second.to_numpy(), index=sub.loc[second.index, "match"].to_numpy())
     caused = sub.groupby("match")["wait"].sum()
-    per = pd.DataFrame({"rank": last["rank"], "late": last["start"] - second.reindex(last.index),
-                        "caused": caused.reindex(last.index)})
+    per = pd.DataFrame(
+        {"rank": last["rank"], "late": last["start"] - second.reindex(last.index), "caused": caused.reindex(last.index)}
+    )
     involved = sub.groupby("rank")["match"].nunique()
     out = []
     for rank, g in per.groupby("rank"):
-        out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()),
-                             float(g["caused"].sum())))
+        out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()), float(g["caused"].sum())))
     # the straggler is the rank that made its peers wait longest; how often it came last breaks ties
     return tuple(sorted(out, key=lambda s: (-s.total_caused_wait_ns, -s.last_arrivals)))

@@ -63,12 +63,16 @@ class CommAnalyzer:
         multi = len(traces) > 1
         clockless, clock_warnings = clockless_ranks(traces)
         usable = [r for r in traces.ranks if r not in clockless]
-        cross = cross_rank(inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst, usable,
-                           options.align_clocks if len(usable) > 1 else False)
+        cross = cross_rank(
+            inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
+            usable,
+            options.align_clocks if len(usable) > 1 else False,
+        )
         if clockless:
             cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
-        unrec = _merge_unrecognised([unrecognised_kernels(t, options.top_unrecognised) for _, t in traces],
-                                    options.top_unrecognised)
+        unrec = _merge_unrecognised(
+            [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces], options.top_unrecognised
+        )
         warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches
         return CommResult(ranks, cross, unrec, multi, warnings)
 
@@ -92,10 +96,14 @@ def _require_steps(traces: TraceSet, ranks: tuple[RankOverlap, ...], options: Co
     if any(r.steps for r in ranks):
         n = sum(len(r.steps) for r in ranks)
         reason = next(s.partial_reason for r in ranks for s in r.steps)
-        raise EmptyWindowError(f"analyze: all {n} steps of {_sources(traces)} are incomplete ({reason}); nothing "
-                               "whole to measure: re-export the trace or profile more steps")
-    raise EmptyWindowError(f"analyze: {what} and no events to measure in {_sources(traces)}; was the profiler "
-                           "active (or is the --window name right)?")
+        raise EmptyWindowError(
+            f"analyze: all {n} steps of {_sources(traces)} are incomplete ({reason}); nothing "
+            "whole to measure: re-export the trace or profile more steps"
+        )
+    raise EmptyWindowError(
+        f"analyze: {what} and no events to measure in {_sources(traces)}; was the profiler "
+        "active (or is the --window name right)?"
+    )
 
 
 def _sources(traces: TraceSet) -> str:
@@ -116,21 +124,26 @@ def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
     if with_base:
         for r, i in infos.items():
             if not i.base_time_ns:
-                out[r] = ("no usable clock: its trace has no baseTimeNanoseconds (truncated: it comes after the "
-                          "events)" if i.truncated else
-                          "no usable clock: its trace has no baseTimeNanoseconds while the others have one")
+                out[r] = (
+                    "no usable clock: its trace has no baseTimeNanoseconds (truncated: it comes after the events)"
+                    if i.truncated
+                    else "no usable clock: its trace has no baseTimeNanoseconds while the others have one"
+                )
     for r, i in infos.items():
         if i.truncated and r not in out:
-            out[r] = ("truncated trace: the collectives it lost would leave its peers' instances unmatched and "
-                      "shift the clock estimate")
+            out[r] = (
+                "truncated trace: the collectives it lost would leave its peers' instances unmatched and shift the clock estimate"
+            )
     starts = {r: int(t["ts_ns"].min()) for r, t in traces if len(t) and r not in out}
     if len(starts) >= 2:
         mid = float(np.median(list(starts.values())))
         for r, t0 in starts.items():
             if abs(t0 - mid) > 3600e9:
                 out[r] = f"no usable clock: it starts {abs(t0 - mid) / 1e9:.0f} s away from the other ranks (another run?)"
-    warnings = [f"rank {r}: {why}; left out of the cross-rank figures (wait, transfer, skew, clock offsets, "
-                "stragglers, bus bandwidth)" for r, why in sorted(out.items())]
+    warnings = [
+        f"rank {r}: {why}; left out of the cross-rank figures (wait, transfer, skew, clock offsets, stragglers, bus bandwidth)"
+        for r, why in sorted(out.items())
+    ]
     return sorted(out), warnings
 
 
@@ -153,8 +166,7 @@ def _dimensions(dims, inst: Instances) -> np.ndarray:
         return np.empty(0, object)
     codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols], axis=1)
     _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), inst["pg_members"][i]) for i in first],
-                     dtype=object)
+    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), inst["pg_members"][i]) for i in first], dtype=object)
     return names[inverse.reshape(-1)]
 
 

@@ -15,8 +15,7 @@ from .. import intervals as iv
 from ..names import short_name
 
 _STR = ("op", "pg_name", "pg_desc", "pg_ranks", "pg_members", "name", "dimension")
-_INT = ("rank", "step", "group_size", "seq", "stream", "start_ns", "end_ns", "bytes", "hidden_ns", "src_rank",
-        "dst_rank")
+_INT = ("rank", "step", "group_size", "seq", "stream", "start_ns", "end_ns", "bytes", "hidden_ns", "src_rank", "dst_rank")
 _FLOAT = ("wait_ns", "transfer_ns")  # NaN where no cross-rank match
 
 
@@ -66,16 +65,26 @@ def instances_from_table(table: EventTable, rank: int, k: iv.Intervals, info: Ra
     n = len(sub)
     start, end = sub["ts_ns"].astype(np.int64), sub.end_ns.astype(np.int64)
     cols: dict[str, np.ndarray] = {
-        "op": _text(sub, "coll_op_id"), "pg_name": _text(sub, "pg_name_id"), "pg_desc": _text(sub, "pg_desc_id"),
-        "pg_ranks": _text(sub, "pg_ranks_id"), "name": _text(sub, "name_id"), "dimension": np.full(n, "", object),
+        "op": _text(sub, "coll_op_id"),
+        "pg_name": _text(sub, "pg_name_id"),
+        "pg_desc": _text(sub, "pg_desc_id"),
+        "pg_ranks": _text(sub, "pg_ranks_id"),
+        "name": _text(sub, "name_id"),
+        "dimension": np.full(n, "", object),
         "pg_members": _members(sub, info or RankInfo(rank, 0)),
-        "rank": np.full(n, rank, np.int64), "step": sub["step"].astype(np.int64),
-        "group_size": sub["group_size"].astype(np.int64), "seq": sub["seq"].astype(np.int64),
-        "stream": sub["stream"].astype(np.int64), "start_ns": start, "end_ns": end,
+        "rank": np.full(n, rank, np.int64),
+        "step": sub["step"].astype(np.int64),
+        "group_size": sub["group_size"].astype(np.int64),
+        "seq": sub["seq"].astype(np.int64),
+        "stream": sub["stream"].astype(np.int64),
+        "start_ns": start,
+        "end_ns": end,
         "bytes": nccl_bytes(sub["in_bytes"], sub["out_bytes"]).astype(np.int64),
         "hidden_ns": iv.overlap_each(k, start, end).astype(np.int64),
-        "src_rank": sub["src_rank"].astype(np.int64), "dst_rank": sub["dst_rank"].astype(np.int64),
-        "wait_ns": np.full(n, np.nan), "transfer_ns": np.full(n, np.nan),
+        "src_rank": sub["src_rank"].astype(np.int64),
+        "dst_rank": sub["dst_rank"].astype(np.int64),
+        "wait_ns": np.full(n, np.nan),
+        "transfer_ns": np.full(n, np.nan),
     }
     order = np.argsort(start, kind="stable")
     return Instances({key: v[order] for key, v in cols.items()})
@@ -105,8 +114,13 @@ class UnrecognisedKernel:
     streams: tuple[int, ...]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "short_name": short_name(self.name), "count": self.count,
-                "total_us": self.total_ns / 1e3, "streams": list(self.streams)}
+        return {
+            "name": self.name,
+            "short_name": short_name(self.name),
+            "count": self.count,
+            "total_us": self.total_ns / 1e3,
+            "streams": list(self.streams),
+        }
 
 
 def unrecognised_kernels(table: EventTable, top: int = 10, comm_share: float = 0.5) -> list[UnrecognisedKernel]:
@@ -118,9 +132,9 @@ def unrecognised_kernels(table: EventTable, top: int = 10, comm_share: float = 0
     if not len(comm) or not len(kern):
         return []
     codes, _ = pd.factorize(np.concatenate([stream[comm], stream[kern]]), sort=True)
-    n_comm = np.bincount(codes[:len(comm)], minlength=int(codes.max()) + 1)
-    n_kern = np.bincount(codes[len(comm):], minlength=int(codes.max()) + 1)
-    hit = kern[(n_comm >= comm_share * (n_comm + n_kern))[codes[len(comm):]]]  # kernels on such streams
+    n_comm = np.bincount(codes[: len(comm)], minlength=int(codes.max()) + 1)
+    n_kern = np.bincount(codes[len(comm) :], minlength=int(codes.max()) + 1)
+    hit = kern[(n_comm >= comm_share * (n_comm + n_kern))[codes[len(comm) :]]]  # kernels on such streams
     if not len(hit):
         return []
     names, inv = np.unique(table["name_id"][hit], return_inverse=True)
@@ -129,6 +143,7 @@ def unrecognised_kernels(table: EventTable, top: int = 10, comm_share: float = 0
     out = []
     for i in np.argsort(-totals, kind="stable")[:top]:
         on = np.unique(stream[hit][inv == i])
-        out.append(UnrecognisedKernel(table.string(int(names[i])) or "", int(counts[i]), int(totals[i]),
-                                      tuple(int(s) for s in on)))
+        out.append(
+            UnrecognisedKernel(table.string(int(names[i])) or "", int(counts[i]), int(totals[i]), tuple(int(s) for s in on))
+        )
     return out

@@ -36,8 +36,9 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
     for rank, t in ts:
         info = ts.info(rank)
         kinds = Counter(K(k).name.lower() for k in t["kind"].tolist())
-        steps = sorted(set(t["step"][t.mask_kind(K.STEP)].tolist())) if window is None else \
-            plan_steps(t, info, window).ids.tolist()
+        steps = (
+            sorted(set(t["step"][t.mask_kind(K.STEP)].tolist())) if window is None else plan_steps(t, info, window).ids.tolist()
+        )
         dev = t.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET, K.SYNC) & (t["device"] >= 0)
         streams = sorted(set(zip(t["device"][dev].tolist(), t["stream"][dev].tolist())))
         comm = t.mask_kind(K.COMM)
@@ -47,15 +48,26 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
         matched = rules.match(list(uniq))
         for _name, count, rule in zip(uniq, counts, matched):
             by_rule[rule.library if rule else "collective metadata"] += int(count)
-        ops = Counter(f"{op or '?'}@{pg or '?'}" for op, pg in zip(t.decode("coll_op_id")[comm],
-                                                                  t.decode("pg_name_id")[comm]))
+        ops = Counter(f"{op or '?'}@{pg or '?'}" for op, pg in zip(t.decode("coll_op_id")[comm], t.decode("pg_name_id")[comm]))
         span = (int(t["ts_ns"].min()), int(t.end_ns.max())) if len(t) else (0, 0)
-        ranks.append({
-            "rank": rank, "source": info.source, "world_size": info.world_size, "backend": info.backend,
-            "device_type": info.device_type, "events": len(t), "kinds": dict(kinds), "steps": steps,
-            "streams": [f"{d}:{s}" for d, s in streams], "comm_by_library": dict(by_rule),
-            "collectives": dict(ops), "process_groups": [pg.to_dict() for pg in info.process_groups],
-            "generation": dict(info.generation), "span_ns": span, "warnings": list(info.warnings),
-            "truncated": info.truncated,
-        })
+        ranks.append(
+            {
+                "rank": rank,
+                "source": info.source,
+                "world_size": info.world_size,
+                "backend": info.backend,
+                "device_type": info.device_type,
+                "events": len(t),
+                "kinds": dict(kinds),
+                "steps": steps,
+                "streams": [f"{d}:{s}" for d, s in streams],
+                "comm_by_library": dict(by_rule),
+                "collectives": dict(ops),
+                "process_groups": [pg.to_dict() for pg in info.process_groups],
+                "generation": dict(info.generation),
+                "span_ns": span,
+                "warnings": list(info.warnings),
+                "truncated": info.truncated,
+            }
+        )
     return Inventory(ts.metadata.world_size, tuple(ranks), tuple(ts.metadata.warnings))

@@ -66,8 +66,19 @@ class StepOverlap:
         return StepOverlap(None, steps_left_out=len(steps) - len(whole), **sums)
 
 
-_ADDITIVE = ("wall_ns", "compute_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns", "idle_ns", "memcpy_ns",
-             "memset_ns", "multi_stream_comm_ns", "host_wall_ns", "orphan_device_events")
+_ADDITIVE = (
+    "wall_ns",
+    "compute_ns",
+    "comm_ns",
+    "hidden_comm_ns",
+    "exposed_comm_ns",
+    "idle_ns",
+    "memcpy_ns",
+    "memset_ns",
+    "multi_stream_comm_ns",
+    "host_wall_ns",
+    "orphan_device_events",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +89,12 @@ class StreamOverlap:
     exposed_comm_ns: int
 
     def to_dict(self) -> dict:
-        return {"stream": self.stream, "comm_us": self.comm_ns / 1e3, "hidden_comm_us": self.hidden_comm_ns / 1e3,
-                "exposed_comm_us": self.exposed_comm_ns / 1e3}
+        return {
+            "stream": self.stream,
+            "comm_us": self.comm_ns / 1e3,
+            "hidden_comm_us": self.hidden_comm_ns / 1e3,
+            "exposed_comm_us": self.exposed_comm_ns / 1e3,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +119,12 @@ class RankOverlap:
         return sum(s.hidden_comm_ns for s in chosen) / comm if comm else 0.0
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "steps": [s.to_dict() for s in self.steps], "totals": self.totals.to_dict(),
-                "streams": [s.to_dict() for s in self.streams]}
+        return {
+            "rank": self.rank,
+            "steps": [s.to_dict() for s in self.steps],
+            "totals": self.totals.to_dict(),
+            "streams": [s.to_dict() for s in self.streams],
+        }
 
 
 def compute_mask(table: EventTable, device_type: str) -> np.ndarray:
@@ -189,22 +208,47 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
     multi = _multi_stream(table, comm, step, ids)
     host_wall = plan.host_end - plan.start
     steps = tuple(
-        StepOverlap(int(ids[i]), int(wall[i]), int(compute_ns[i]), int(comm_ns[i]), int(hidden_ns[i]),
-                    int(comm_ns[i] - hidden_ns[i]), int(idle[i]), int(memcpy_ns[i]), int(memset_ns[i]), int(multi[i]),
-                    int(host_wall[i]), int(plan.orphans[i]), not plan.reasons[i], plan.reasons[i])
-        for i in range(len(ids)))
+        StepOverlap(
+            int(ids[i]),
+            int(wall[i]),
+            int(compute_ns[i]),
+            int(comm_ns[i]),
+            int(hidden_ns[i]),
+            int(comm_ns[i] - hidden_ns[i]),
+            int(idle[i]),
+            int(memcpy_ns[i]),
+            int(memset_ns[i]),
+            int(multi[i]),
+            int(host_wall[i]),
+            int(plan.orphans[i]),
+            not plan.reasons[i],
+            plan.reasons[i],
+        )
+        for i in range(len(ids))
+    )
     all_comm = table.mask_kind(EventKind.COMM)
     warnings = list(plan.warnings)
     outside = int((all_comm & ~in_steps).sum())
     if outside:
-        warnings.append(f"rank {info.rank}: {outside} communication events outside every ProfilerStep are left "
-                        "out of the per-step figures")
+        warnings.append(
+            f"rank {info.rank}: {outside} communication events outside every ProfilerStep are left out of the per-step figures"
+        )
     left_out = [s for s in steps if not s.complete]
     if left_out:
-        warnings.append(f"rank {info.rank}: {len(left_out)} of {len(steps)} steps are incomplete and left out of "
-                        f"the totals ({_step_reasons(left_out)})")
-    return RankOverlap(info.rank, dev, steps, StepOverlap.total(steps), _streams(table, comm, k),
-                       instances_from_table(table, info.rank, k, info), tuple(warnings), plan)
+        warnings.append(
+            f"rank {info.rank}: {len(left_out)} of {len(steps)} steps are incomplete and left out of "
+            f"the totals ({_step_reasons(left_out)})"
+        )
+    return RankOverlap(
+        info.rank,
+        dev,
+        steps,
+        StepOverlap.total(steps),
+        _streams(table, comm, k),
+        instances_from_table(table, info.rank, k, info),
+        tuple(warnings),
+        plan,
+    )
 
 
 def restep(table: EventTable, plan: StepPlan) -> EventTable:

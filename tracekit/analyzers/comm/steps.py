@@ -39,8 +39,7 @@ from ...model.traceset import RankInfo
 from ..arrays import unique
 
 LATE_NS = 1_000_000_000  # a device event this far past the last step is not the step's
-_HOST_WINDOW_KINDS = (EventKind.ANNOTATION, EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.STEP,
-                      EventKind.OTHER)
+_HOST_WINDOW_KINDS = (EventKind.ANNOTATION, EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.STEP, EventKind.OTHER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +103,10 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
         keep &= ~late
         step = np.where(late, ABSENT, step)
         orphan_rows &= ~late
-        warnings.append(f"{who}: dropped {int(late.sum())} device events that start more than 1 s after the last "
-                        "step (a corrupt timestamp or another run); they are in no step")
+        warnings.append(
+            f"{who}: dropped {int(late.sum())} device events that start more than 1 s after the last "
+            "step (a corrupt timestamp or another run); they are in no step"
+        )
     if len(ids) == 1 and ids[0] == -1:  # the whole trace is one window: every kept row is in it
         step = np.full(n, -1, np.int64)
     device_kind = _device_kind(table)
@@ -114,12 +115,24 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
     span_start = span_starts(starts, end, _first_device_start(table, pos, valid, len(ids)))
     orphans = _count_by(step[orphan_rows & device_kind], ids)
     if orphans.sum():
-        warnings.append(f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
-                        "before the profiler started); placed by time window (HTA drops them), counted per step in "
-                        "orphan_device_events")
+        warnings.append(
+            f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
+            "before the profiler started); placed by time window (HTA drops them), counted per step in "
+            "orphan_device_events"
+        )
     _completeness(table, info, windows, step, device & keep, end)
-    return StepPlan(ids, starts, host_end, end, span_start, step.astype(np.int32), keep,
-                    tuple("; ".join(w.reasons) for w in windows), orphans, tuple(warnings))
+    return StepPlan(
+        ids,
+        starts,
+        host_end,
+        end,
+        span_start,
+        step.astype(np.int32),
+        keep,
+        tuple("; ".join(w.reasons) for w in windows),
+        orphans,
+        tuple(warnings),
+    )
 
 
 def _empty(n: int, warnings: list[str]) -> StepPlan:
@@ -141,8 +154,7 @@ def span_starts(starts: np.ndarray, ends: np.ndarray, first_device: np.ndarray) 
     return out
 
 
-def _candidates(table: EventTable, window: str | None, who: str,
-                warnings: list[str]) -> tuple[list[_Window], bool]:
+def _candidates(table: EventTable, window: str | None, who: str, warnings: list[str]) -> tuple[list[_Window], bool]:
     """The host windows, resolved: duplicates dropped, nested ones merged into their enclosing window,
     overlapping ones clipped; each window with the reasons it is incomplete so far. The flag says whether
     any rule had to act (then the events' steps are assigned afresh)."""
@@ -166,8 +178,13 @@ def _candidates(table: EventTable, window: str | None, who: str,
     out: list[_Window] = []
     nested = overlapping = 0
     for i in order.tolist():
-        w = _Window(int(numbers[i]), int(starts[i]), int(ends[i]),
-                    label.format(int(starts[i]) if window is not None else int(numbers[i])), [])
+        w = _Window(
+            int(numbers[i]),
+            int(starts[i]),
+            int(ends[i]),
+            label.format(int(starts[i]) if window is not None else int(numbers[i])),
+            [],
+        )
         if out and w.start < out[-1].end:
             prev = out[-1]
             if w.end <= prev.end:  # an annotation nested in itself (a recursive forward) is part of its window
@@ -184,11 +201,12 @@ def _candidates(table: EventTable, window: str | None, who: str,
         for i, w in enumerate(out):
             w.number = i
     if nested:
-        warnings.append(f"{who}: {nested} step windows nested in another; the enclosing window is the step "
-                        "(marked incomplete)")
+        warnings.append(f"{who}: {nested} step windows nested in another; the enclosing window is the step (marked incomplete)")
     if overlapping:
-        warnings.append(f"{who}: {overlapping} step windows overlap the previous one; the earlier window ends "
-                        "where the later starts (both marked incomplete)")
+        warnings.append(
+            f"{who}: {overlapping} step windows overlap the previous one; the earlier window ends "
+            "where the later starts (both marked incomplete)"
+        )
     return out, bool(nested or overlapping or len(numbers) != before)
 
 
@@ -200,8 +218,10 @@ def _drop_duplicates(numbers, starts, ends, who: str, warnings: list[str]):
     dropped = int((~first).sum())
     if dropped:
         dup = sorted(set(numbers[order][~first].tolist()))
-        warnings.append(f"{who}: {dropped} duplicate ProfilerStep windows (steps {_few(dup)}); the longest window of "
-                        "each number is the step, the others are ignored")
+        warnings.append(
+            f"{who}: {dropped} duplicate ProfilerStep windows (steps {_few(dup)}); the longest window of "
+            "each number is the step, the others are ignored"
+        )
     keep = order[first]
     return numbers[keep], starts[keep], ends[keep]
 
@@ -310,11 +330,14 @@ def _completeness(table, info: RankInfo, windows: list[_Window], step, device, e
     if not info.truncated or info.activities_whole:  # the cut took only the metadata written after everything
         return
     if has_device or lost_every_device_event(info) or info.last_complete_ns < 0:
-        why = ("the trace is truncated and its ns timestamps could only be read rounded (the exact pass needs the "
-               "whole file)" if info.last_complete_ns < 0 else
-               "the truncated GPU trace lost every device event" if not has_device else
-               "the trace is truncated and Kineto writes device activity in flush order, not time order: any "
-               "step may have lost device events past the cut")
+        why = (
+            "the trace is truncated and its ns timestamps could only be read rounded (the exact pass needs the whole file)"
+            if info.last_complete_ns < 0
+            else "the truncated GPU trace lost every device event"
+            if not has_device
+            else "the trace is truncated and Kineto writes device activity in flush order, not time order: any "
+            "step may have lost device events past the cut"
+        )
         for w in windows:
             w.reasons.append(why)
         return
@@ -333,14 +356,17 @@ def _cpu_truncation(table, info: RankInfo, windows: list[_Window], ids, step, en
         if end[i] >= info.last_complete_ns:
             w.reasons.append("the trace was cut (truncated file) before the step's work ends")
         if unchecked:
-            w.reasons.append("the trace is truncated and has no collective calls to check its communication spans "
-                             "against (a worker thread's spans may be lost whole)")
+            w.reasons.append(
+                "the trace is truncated and has no collective calls to check its communication spans "
+                "against (a worker thread's spans may be lost whole)"
+            )
         elif spans.get(s, 0) != calls.get(s, spans.get(s, 0)):
-            w.reasons.append(f"{calls[s]} collective calls but {spans.get(s, 0)} communication spans (lost at the "
-                             "truncation)")
+            w.reasons.append(f"{calls[s]} collective calls but {spans.get(s, 0)} communication spans (lost at the truncation)")
         elif drift and s in calls:
-            w.reasons.append("communication spans were lost at the truncation: gloo spans take their call's step "
-                             "in issue order, so no step's links can be trusted")
+            w.reasons.append(
+                "communication spans were lost at the truncation: gloo spans take their call's step "
+                "in issue order, so no step's links can be trusted"
+            )
 
 
 def lost_every_device_event(info: RankInfo) -> bool:
@@ -374,8 +400,13 @@ def _calls_and_spans(table: EventTable, step: np.ndarray) -> tuple[dict, dict]:
     calls_m = table.mask_kind(EventKind.CPU_COMM_OP) & ~np.isin(table["stream"], workers)
     names = table.strings
     rows = np.flatnonzero(calls_m)
-    fam = np.array([next((i for i, f in enumerate(_CALL_FAMILIES) if names[n].startswith(f)), -1) if n >= 0 else -1
-                    for n in table["name_id"][rows].tolist()], dtype=np.int64)
+    fam = np.array(
+        [
+            next((i for i, f in enumerate(_CALL_FAMILIES) if names[n].startswith(f)), -1) if n >= 0 else -1
+            for n in table["name_id"][rows].tolist()
+        ],
+        dtype=np.int64,
+    )
     calls: dict = {}
     for f in range(len(_CALL_FAMILIES)):
         for st, c in zip(*np.unique(step[rows[fam == f]], return_counts=True)):

@@ -53,9 +53,12 @@ class RankTimeline:
 
     def to_dict(self) -> dict:
         lo, hi = self.window_ns
-        return {"rank": self.rank, "step": self.step,
-                "window_us": [us(lo - self.base_ns), us(hi - self.base_ns)],
-                "intervals": self.intervals_us()}
+        return {
+            "rank": self.rank,
+            "step": self.step,
+            "window_us": [us(lo - self.base_ns), us(hi - self.base_ns)],
+            "intervals": self.intervals_us(),
+        }
 
 
 def us(ns: int) -> float:
@@ -100,8 +103,9 @@ def step_timeline(table: EventTable, info: RankInfo, step: int, plan: StepPlan |
     lo, hi = int(ws[hit[0]]), int(we[hit[0]])
     k = compute_union(table, info.device_type)
     hidden, exposed = split(comm_union(table), k)
-    return RankTimeline(info.rank, int(step), (lo, hi), info.base_time_ns, clip(k, lo, hi), clip(hidden, lo, hi),
-                        clip(exposed, lo, hi))
+    return RankTimeline(
+        info.rank, int(step), (lo, hi), info.base_time_ns, clip(k, lo, hi), clip(hidden, lo, hi), clip(exposed, lo, hi)
+    )
 
 
 def comm_pieces(table: EventTable, info: RankInfo, plan: StepPlan | None = None) -> tuple[iv.Intervals, iv.Intervals]:
@@ -146,8 +150,7 @@ def int_offsets(offsets: Sequence | None) -> dict[int, int]:
     return {int(o.rank): int(round(o.offset_ns)) for o in offsets or ()}
 
 
-def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...], offsets: Sequence | None = None,
-                   critical=None) -> dict:
+def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...], offsets: Sequence | None = None, critical=None) -> dict:
     """The ``tracekit.timeline/1.1`` record for the report. ``offsets``: the analysis' clock offsets
     (clocks.ClockOffset); ``critical``: its critical_path.CriticalPaths, or None."""
     picks = representative_steps(ranks)

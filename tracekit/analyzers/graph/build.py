@@ -56,9 +56,33 @@ from .structure import (
 )
 from .structure import Parts as _Parts
 
-__all__ = ["ARRIVE", "BARRIER_CHAIN", "CHAIN_GAP_KIND", "COMPUTE", "DEVICE_CHAIN", "EDGE_KIND", "GLOO_WAIT", "HOST",
-           "HOST_CHAIN", "IDLE", "ISSUE", "KINDS", "LAUNCH", "MEMCPY", "NEG", "RELEASE", "STREAM_WAIT", "SYNC",
-           "TRANSFER", "WAIT", "WORKER_CHAIN", "Graph", "Window", "build_graph"]
+__all__ = [
+    "ARRIVE",
+    "BARRIER_CHAIN",
+    "CHAIN_GAP_KIND",
+    "COMPUTE",
+    "DEVICE_CHAIN",
+    "EDGE_KIND",
+    "GLOO_WAIT",
+    "HOST",
+    "HOST_CHAIN",
+    "IDLE",
+    "ISSUE",
+    "KINDS",
+    "LAUNCH",
+    "MEMCPY",
+    "NEG",
+    "RELEASE",
+    "STREAM_WAIT",
+    "SYNC",
+    "TRANSFER",
+    "WAIT",
+    "WORKER_CHAIN",
+    "Graph",
+    "Window",
+    "build_graph",
+]
+
 
 def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Graph:
     """The graph of the whole trace set. ``windows``: None for ProfilerStep#N windows, or the name of an
@@ -86,8 +110,7 @@ def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Grap
     return g
 
 
-def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, windows: str | None,
-          notes: list[str]):
+def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, windows: str | None, notes: list[str]):
     ts, end, kind, dev, lane = t["ts_ns"] - shift, t.end_ns - shift, t["kind"], t["device"], t["stream"]
     dev_rows = np.flatnonzero(t.mask_kind(*DEVICE_NODE_KINDS) & (dev >= 0))
     worker_rows = np.flatnonzero(t.mask_kind(EventKind.COMM) & (dev < 0))
@@ -101,8 +124,9 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     cuts = np.concatenate([syncs[1], waited_gloo[1], ag_cut])
     cut_lane = np.concatenate([syncs[2], waited_gloo[2], ag_lane])
     call_rows = np.concatenate([syncs[3], waited_gloo[3]])
-    pid, pstart, plane = pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type,
-                                waits=(ag_lane, ag_from, ag_cut))
+    pid, pstart, plane = pieces(
+        parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type, waits=(ag_lane, ag_from, ag_cut)
+    )
     _autograd_edges(parts, pid, pstart, plane, ag_lane, ag_from, ag_cut, ag_engine, ag_first)
     # launches: runtime call (host piece at its start) -> device activity with the same correlation
     corr = t["correlation"]
@@ -122,12 +146,15 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     keep = src_piece >= 0
     parts.add_edges(src_piece[keep], dst_node[keep], False, natural[keep], LAUNCH)
     if len(dev_rows) and not len(lr):
-        notes.append(f"rank {r}: no launch correlations between host and device; device activities have no "
-                     "launch edges")
+        notes.append(f"rank {r}: no launch correlations between host and device; device activities have no launch edges")
     # host waits for the device: device end -> the piece that starts where the wait was cut
     zero = np.zeros(1, np.int64)
-    waits = ((syncs[:3], zero, SYNC), (waited_gloo[:3], zero, GLOO_WAIT), (more_syncs[:3], more_syncs[3], SYNC),
-             (idle_gloo[:3], zero, GLOO_WAIT))
+    waits = (
+        (syncs[:3], zero, SYNC),
+        (waited_gloo[:3], zero, GLOO_WAIT),
+        (more_syncs[:3], more_syncs[3], SYNC),
+        (idle_gloo[:3], zero, GLOO_WAIT),
+    )
     for (dep_node, cut, cl), natural, etype in waits:
         if len(cut):
             dst = piece_at(pid, pstart, plane, cl, cut)
@@ -182,8 +209,7 @@ def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
     second = np.zeros(total, bool)
     second[np.cumsum(reps)[is_comm] - 1] = True
     first_of = np.cumsum(reps) - reps
-    kinds = np.where(t["kind"][rows] == EventKind.KERNEL, COMPUTE,
-                     np.where(is_comm, TRANSFER, MEMCPY)).astype(np.int8)
+    kinds = np.where(t["kind"][rows] == EventKind.KERNEL, COMPUTE, np.where(is_comm, TRANSFER, MEMCPY)).astype(np.int8)
     kk = kinds[owner].copy()
     kk[is_comm[owner] & ~second] = WAIT
     start = ts[rows][owner].copy()
@@ -192,9 +218,15 @@ def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
     c0 = parts.add_chains(DEVICE_CHAIN, r, lanes % (2**40))
     for i in np.flatnonzero(np.bincount(lane_of, weights=is_worker, minlength=len(lanes)) > 0):
         parts.chain_info[c0 + i] = (WORKER_CHAIN, r, int(lanes[i] % (2**40)))
-    ids = parts.add_nodes(chain=c0 + lane_of[owner], start=start, dur=dur, kind=kk, rank=np.full(total, r),
-                          row=rows[owner],
-                          dimension=np.full(total, "", object))
+    ids = parts.add_nodes(
+        chain=c0 + lane_of[owner],
+        start=start,
+        dur=dur,
+        kind=kk,
+        rank=np.full(total, r),
+        row=rows[owner],
+        dimension=np.full(total, "", object),
+    )
     node_main = ids[first_of]  # W for comm, the node itself otherwise
     w_ids = np.where(is_comm, node_main, -1)
     t_ids = np.where(is_comm, node_main + 1, -1)
@@ -280,9 +312,15 @@ def _cross_rank(parts: _Parts, comm, comm_nodes, traces: TraceSet) -> None:
     arrive = np.full(k, NEG, np.int64)
     np.maximum.at(arrive, m_of, w_start)
     c0 = parts.add_chains(BARRIER_CHAIN, -1, np.arange(k))
-    bar = parts.add_nodes(chain=c0 + np.arange(k), start=arrive, dur=np.zeros(k, np.int64),
-                          kind=np.full(k, WAIT, np.int8), rank=np.full(k, -1), row=np.full(k, -1),
-                          dimension=np.full(k, "", object))
+    bar = parts.add_nodes(
+        chain=c0 + np.arange(k),
+        start=arrive,
+        dur=np.zeros(k, np.int64),
+        kind=np.full(k, WAIT, np.int8),
+        rank=np.full(k, -1),
+        row=np.full(k, -1),
+        dimension=np.full(k, "", object),
+    )
     parts.add_edges(w_of[ok], bar[m_of], False, 0, ARRIVE)
     parts.add_edges(bar[m_of], t_of[ok], False, 0, RELEASE)
 
@@ -299,8 +337,10 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
         cols["dimension"][ids] = dims
     n = parts.n
     # transfer nodes start at the last arrival: W keeps the arrival, T = [max(arrival, last), end]
-    e = {k: np.concatenate([x[k] for x in parts.edges]) if parts.edges else np.empty(0, np.int64)
-         for k in ("src", "dst", "anchor_end", "delay", "etype")}
+    e = {
+        k: np.concatenate([x[k] for x in parts.edges]) if parts.edges else np.empty(0, np.int64)
+        for k in ("src", "dst", "anchor_end", "delay", "etype")
+    }
     if not parts.edges:
         e["anchor_end"], e["etype"] = e["anchor_end"].astype(bool), e["etype"].astype(np.int8)
     start, dur = cols["start"].astype(np.int64), cols["dur"].astype(np.int64)
@@ -321,11 +361,34 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
     info = np.array(parts.chain_info, np.int64).reshape(-1, 3)
     gap, delay, fixed = _residuals(chain, start, dur, src, dst, e["anchor_end"], e["delay"])
     fixed[info[chain, 0] == BARRIER_CHAIN] = NEG  # a barrier is only where its last peer arrives
-    wins = tuple(Window(int(s), r, int(inv[a]), int(inv[b]), int(ms), int(me))
-                 for r, ids, sn, en, ws, we in rank_windows for s, a, b, ms, me in zip(ids, sn, en, ws, we))
-    return Graph(chain, start, dur, gap, fixed, cols["kind"][order].astype(np.int8), cols["rank"][order].astype(np.int64),
-                 cols["row"][order].astype(np.int64), cols["dimension"][order], info[:, 0], info[:, 1], info[:, 2],
-                 src, dst, e["anchor_end"], delay, e["etype"], wins, base, shifts, tuple(notes))
+    wins = tuple(
+        Window(int(s), r, int(inv[a]), int(inv[b]), int(ms), int(me))
+        for r, ids, sn, en, ws, we in rank_windows
+        for s, a, b, ms, me in zip(ids, sn, en, ws, we)
+    )
+    return Graph(
+        chain,
+        start,
+        dur,
+        gap,
+        fixed,
+        cols["kind"][order].astype(np.int8),
+        cols["rank"][order].astype(np.int64),
+        cols["row"][order].astype(np.int64),
+        cols["dimension"][order],
+        info[:, 0],
+        info[:, 1],
+        info[:, 2],
+        src,
+        dst,
+        e["anchor_end"],
+        delay,
+        e["etype"],
+        wins,
+        base,
+        shifts,
+        tuple(notes),
+    )
 
 
 def _residuals(chain, start, dur, src, dst, anchor_end, natural):

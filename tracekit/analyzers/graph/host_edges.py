@@ -65,13 +65,11 @@ def host_syncs(t, ts, end, host_rows, d_rows, d_end_ids):
     # a stream or device sync that found the device done still orders after it (it would wait if the device
     # were slower): an edge into the piece after the call, its natural delay the call's own duration
     calls = np.array([bool(re.match(r"^(cuda|hip)(Stream|Device|Ctx)Synchroni[sz]e", x)) for x in t.strings] + [False])
-    idle = (dep >= 0) & ~waited & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings),
-                                                             t["name_id"][sync_rows])]
+    idle = (dep >= 0) & ~waited & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings), t["name_id"][sync_rows])]
     lane, dur = t["stream"][sync_rows], (end - ts)[sync_rows]
     to, at, ln, nat = [d_end_ids[dep[idle]]], [end[sync_rows][idle]], [lane[idle]], [dur[idle]]
     # a device sync waits for every stream: the latest activity of each other stream is an input too
-    device_wide = (stream < 0) & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings),
-                                                            t["name_id"][sync_rows])]
+    device_wide = (stream < 0) & ~is_long & calls[np.where(t["name_id"][sync_rows] < 0, len(t.strings), t["name_id"][sync_rows])]
     for st in np.unique(t["stream"][d_rows]).tolist():
         dep_s = _latest_before(d_end, t["stream"][d_rows], end[sync_rows], np.full(len(sync_rows), st))
         other = device_wide & (dep_s >= 0) & (dep_s != dep) & (waited | idle)
@@ -264,8 +262,7 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     B = iv.key_stride(len(lanes), lo, e.max(), s.max(), cuts.max() if len(cuts) else lo)
     rel_s, rel_e = s - lo, e - lo
     cut_code = np.searchsorted(lanes, cut_lane)
-    okc = (cut_code < len(lanes)) & (lanes[np.minimum(cut_code, len(lanes) - 1)] == cut_lane) if len(cuts) else \
-        np.zeros(0, bool)
+    okc = (cut_code < len(lanes)) & (lanes[np.minimum(cut_code, len(lanes) - 1)] == cut_lane) if len(cuts) else np.zeros(0, bool)
     bkeys = sorted_unique(np.concatenate([lcode * B + rel_s, lcode * B + rel_e, cut_code[okc] * B + (cuts[okc] - lo)]))
     blane, btime = bkeys // B, bkeys % B
     nxt = np.flatnonzero(blane[1:] == blane[:-1])
@@ -290,12 +287,19 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
     kind = _piece_kind(t, inner, device_type)
     dur = p_e - p_s
     # waiting pieces: inside a host sync, before the cut
-    dur = np.where(_waiting(inner, p_s + lo, call_rows, cuts[:len(call_rows)]), 0, dur)
+    dur = np.where(_waiting(inner, p_s + lo, call_rows, cuts[: len(call_rows)]), 0, dur)
     if waits is not None and len(waits[0]):
         dur = np.where(_inside_spans(lanes[p_lane], p_s + lo, *waits), 0, dur)
     c0 = parts.add_chains(HOST_CHAIN, r, lanes)
-    ids = parts.add_nodes(chain=c0 + p_lane, start=p_s + lo, dur=dur, kind=kind, rank=np.full(len(p_s), r),
-                          row=inner, dimension=np.full(len(p_s), "", object))
+    ids = parts.add_nodes(
+        chain=c0 + p_lane,
+        start=p_s + lo,
+        dur=dur,
+        kind=kind,
+        rank=np.full(len(p_s), r),
+        row=inner,
+        dimension=np.full(len(p_s), "", object),
+    )
     return ids, p_s + lo, lanes[p_lane]
 
 

@@ -25,8 +25,15 @@ HOST_SYNC_CALLS = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchroni[sz]
 BLOCKING_CALLS = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|MemcpyAsync|Memcpy|MemsetAsync)$")
 AUTOGRAD_OP = "autograd::engine::evaluate_function"  # ops the autograd engine runs (on its own thread on GPUs)
 BLOCKED_NS = 50_000  # a blocking call this long, with device work ending inside it, waited for the device
-HOST_KINDS = (EventKind.CPU_OP, EventKind.CPU_COMM_OP, EventKind.ANNOTATION, EventKind.RUNTIME, EventKind.STEP,
-               EventKind.SYNC, EventKind.OTHER)
+HOST_KINDS = (
+    EventKind.CPU_OP,
+    EventKind.CPU_COMM_OP,
+    EventKind.ANNOTATION,
+    EventKind.RUNTIME,
+    EventKind.STEP,
+    EventKind.SYNC,
+    EventKind.OTHER,
+)
 DEVICE_NODE_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET)
 NEG = -(2**60)
 
@@ -112,6 +119,12 @@ class Parts:
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         if not len(src):
             return
-        self.edges.append({"src": src, "dst": dst, "anchor_end": np.broadcast_to(anchor_end, src.shape).astype(bool),
-                           "delay": np.broadcast_to(natural, src.shape).astype(np.int64),
-                           "etype": np.full(len(src), etype, np.int8)})
+        self.edges.append(
+            {
+                "src": src,
+                "dst": dst,
+                "anchor_end": np.broadcast_to(anchor_end, src.shape).astype(bool),
+                "delay": np.broadcast_to(natural, src.shape).astype(np.int64),
+                "etype": np.full(len(src), etype, np.int8),
+            }
+        )

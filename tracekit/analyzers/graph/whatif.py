@@ -83,7 +83,7 @@ class ReplayIndex:
             order = np.argsort(self.g.start[self.g.src], kind="stable")
             self._by_src_start = order, self.g.start[self.g.src][order]
         order, keys = self._by_src_start
-        return order[np.searchsorted(keys, lo, "left"):np.searchsorted(keys, hi, "right")]
+        return order[np.searchsorted(keys, lo, "left") : np.searchsorted(keys, hi, "right")]
 
     def edges_into(self, nodes: np.ndarray) -> np.ndarray:
         """The edges whose destination is one of ``nodes`` (grouped by node, in the order of ``nodes``)."""
@@ -107,8 +107,9 @@ def _gather(order: np.ndarray, ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray
     return order[first + np.arange(int(counts.sum()))]
 
 
-def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
-                  index: ReplayIndex | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+def replay_window(
+    g: Graph, dur: np.ndarray, lo: int, hi: int, index: ReplayIndex | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Replay of the nodes that start within [lo, hi] (a step), everything before ``lo`` kept as measured:
     (the nodes, by id, their starts, rounds). Nodes after ``hi`` cannot bound the step (every edge and chain edge
     goes forward in measured time), so they are left out. ``index``: a ReplayIndex of ``g`` to reuse across
@@ -156,7 +157,7 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
         for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             nodes_b = np.sort(win[a:b])
             in_b[nodes_b] = True
-            t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i]:e_cut[i + 1]], t_all, d_all)
+            t_b, r = _solve_block(g, nodes_b, in_b, pos, e_win[e_cut[i] : e_cut[i + 1]], t_all, d_all)
             in_b[nodes_b] = False
             assert t_b is not None
             t_all[nodes_b] = t_b
@@ -166,8 +167,16 @@ def replay_window(g: Graph, dur: np.ndarray, lo: int, hi: int,
         t_all[whole], d_all[whole], in_b[whole] = g.start[whole], g.dur[whole], False
 
 
-def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarray, e_in: np.ndarray,
-                 t_all: np.ndarray, d_all: np.ndarray, give_up: int = MAX_ROUNDS):
+def _solve_block(
+    g: Graph,
+    nodes_b: np.ndarray,
+    in_b: np.ndarray,
+    pos: np.ndarray,
+    e_in: np.ndarray,
+    t_all: np.ndarray,
+    d_all: np.ndarray,
+    give_up: int = MAX_ROUNDS,
+):
     """Starts of ``nodes_b`` (sorted; flagged in ``in_b``) with every other node frozen at ``t_all`` / ``d_all``.
     ``pos`` is all -1 scratch of the graph's size and is left so. Costs the block's size, not the graph's."""
     head = nodes_b[~g.first[nodes_b] & ~in_b[np.maximum(nodes_b - 1, 0)]]  # first block node of a chain
@@ -187,8 +196,7 @@ def _solve_block(g: Graph, nodes_b: np.ndarray, in_b: np.ndarray, pos: np.ndarra
     pos[nodes] = np.arange(len(nodes))
     src, dst = pos[g.src[e_in]], pos[g.dst[e_in]]
     pos[nodes] = -1
-    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in],
-                        give_up)
+    t, rounds = _replay(first, g.gap[nodes], fixed, d_all[nodes], src, dst, g.anchor_end[e_in], g.delay[e_in], give_up)
     if t is None:
         return None, rounds
     return t[~frozen], rounds  # the block's nodes, in id order
@@ -271,8 +279,10 @@ class Spec:
         except ValueError:
             f = -1.0
         if what not in ("comm", "kernel", "annotation", "rank") or not eq or not key or not 0 <= f <= MAX_FACTOR:
-            raise ConfigError(f"--set {text!r}: expected comm:DIM=F, kernel:REGEX=F, annotation:NAME=F or "
-                              f"rank:R:host=F with a factor F from 0 to {MAX_FACTOR:g} (0.5 halves the time)")
+            raise ConfigError(
+                f"--set {text!r}: expected comm:DIM=F, kernel:REGEX=F, annotation:NAME=F or "
+                f"rank:R:host=F with a factor F from 0 to {MAX_FACTOR:g} (0.5 halves the time)"
+            )
         if what == "rank":
             r, _, part = key.partition(":")
             if not r.lstrip("-").isdigit() or part != "host":
@@ -331,8 +341,10 @@ def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.nda
     lanes = np.unique(np.concatenate([t["stream"][rows], g.chain_lane[g.chain[on]]]))
     lo = min(int(t["ts_ns"][rows].min()) - shift, int(g.start[on].min()))
     B = iv.key_stride(len(lanes), lo, int(t.end_ns[rows].max()) - shift, int((g.start[on] + np.maximum(g.dur[on], 1)).max()))
-    ann = iv.union(np.searchsorted(lanes, t["stream"][rows]) * B + (t["ts_ns"][rows] - shift - lo),
-                   np.searchsorted(lanes, t["stream"][rows]) * B + (t.end_ns[rows] - shift - lo))
+    ann = iv.union(
+        np.searchsorted(lanes, t["stream"][rows]) * B + (t["ts_ns"][rows] - shift - lo),
+        np.searchsorted(lanes, t["stream"][rows]) * B + (t.end_ns[rows] - shift - lo),
+    )
     plane = np.searchsorted(lanes, g.chain_lane[g.chain[on]])
     ps = plane * B + (g.start[on] - lo)
     pe = ps + np.maximum(g.dur[on], 1)
@@ -342,6 +354,7 @@ def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.nda
 
 
 # --- step times ------------------------------------------------------------------------------------------
+
 
 def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int]:
     """Per step, replayed from its measured start: the latest window end over ranks minus the earliest window
@@ -399,8 +412,12 @@ class StepPrediction:
         return self.predicted_ns / self.measured_ns if self.measured_ns else 1.0
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "measured_us": self.measured_ns / 1e3, "predicted_us": self.predicted_ns / 1e3,
-                "ratio": self.ratio}
+        return {
+            "step": self.step,
+            "measured_us": self.measured_ns / 1e3,
+            "predicted_us": self.predicted_ns / 1e3,
+            "ratio": self.ratio,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,12 +429,17 @@ class WhatIf:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"specs": list(self.specs), "steps": [s.to_dict() for s in self.steps],
-                "replay_error": self.replay_error, "notes": list(self.notes)}
+        return {
+            "specs": list(self.specs),
+            "steps": [s.to_dict() for s in self.steps],
+            "replay_error": self.replay_error,
+            "notes": list(self.notes),
+        }
 
 
-def whatif(traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str | None = None,
-           graph: Graph | None = None, comm=None) -> WhatIf:
+def whatif(
+    traces: TraceSet, specs: Sequence[str | Spec] = (), *, windows: str | None = None, graph: Graph | None = None, comm=None
+) -> WhatIf:
     """Measured vs predicted time of every step with the durations changed by ``specs``; the replay of the
     unchanged graph is always run and its error reported. ``comm``: a CommResult to reuse (its clock offsets
     and dimensions are the graph's)."""

@@ -33,8 +33,14 @@ class Answer:
 
     def to_dict(self) -> dict:
         saving = 1 - self.predicted_ns / self.measured_ns if self.measured_ns else 0.0
-        return {"question": self.question, "specs": list(self.specs), "measured_us": self.measured_ns / 1e3,
-                "predicted_us": self.predicted_ns / 1e3, "saving_share": saving, "notes": list(self.notes)}
+        return {
+            "question": self.question,
+            "specs": list(self.specs),
+            "measured_us": self.measured_ns / 1e3,
+            "predicted_us": self.predicted_ns / 1e3,
+            "saving_share": saving,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +51,12 @@ class WhatIfTable:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"steps": self.steps, "replay_error": self.replay_error,
-                "answers": [a.to_dict() for a in self.answers], "notes": list(self.notes)}
+        return {
+            "steps": self.steps,
+            "replay_error": self.replay_error,
+            "answers": [a.to_dict() for a in self.answers],
+            "notes": list(self.notes),
+        }
 
 
 def dimensions(g: Graph) -> list[str]:
@@ -69,8 +79,10 @@ def slowest_rank(g: Graph) -> tuple[int, float, str] | None:
     others = float(np.median([v for k, v in totals.items() if k != r]))
     if totals[r] <= 0 or others >= totals[r]:
         return None
-    why = (f"rank {r} has {units.duration(totals[r] / 1e3)} of host time in the steps, the other ranks a median of "
-           f"{units.duration(others / 1e3)}")
+    why = (
+        f"rank {r} has {units.duration(totals[r] / 1e3)} of host time in the steps, the other ranks a median of "
+        f"{units.duration(others / 1e3)}"
+    )
     return r, others / totals[r], why
 
 

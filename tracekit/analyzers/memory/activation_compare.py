@@ -34,8 +34,14 @@ class LayerComparison:
         return self.measured_bytes - self.model_bytes
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "layer": self.layer, "measured_bytes": self.measured_bytes,
-                "model_bytes": self.model_bytes, "model": self.model, "delta_bytes": self.delta_bytes}
+        return {
+            "rank": self.rank,
+            "layer": self.layer,
+            "measured_bytes": self.measured_bytes,
+            "model_bytes": self.model_bytes,
+            "model": self.model,
+            "delta_bytes": self.delta_bytes,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +51,18 @@ class ActivationComparison:
     notes: tuple[str, ...] = KNOWN_DELTAS
 
     def to_dict(self) -> dict:
-        return {"layers": [x.to_dict() for x in self.layers], "model": self.model.to_dict(),
-                "notes": list(self.notes)}
+        return {"layers": [x.to_dict() for x in self.layers], "model": self.model.to_dict(), "notes": list(self.notes)}
 
 
 def compare_activation_memory(results: Iterable[ActivationMemoryResult], config: MemoryConfig) -> ActivationComparison:
     """One row per (rank, layer) of each result's last step against ``activation_model(config)``."""
     model = activation_model(config)
     label = f"{model.name}: {model.formula}"
-    rows = [LayerComparison(r.rank, layer.layer, layer.measured_bytes, model.total_bytes, label)
-            for r in results for layer in r.layers]
+    rows = [
+        LayerComparison(r.rank, layer.layer, layer.measured_bytes, model.total_bytes, label)
+        for r in results
+        for layer in r.layers
+    ]
     return ActivationComparison(tuple(sorted(rows, key=lambda x: (x.rank or 0, x.layer))), model)
 
 
@@ -73,12 +81,20 @@ class ModelEstimate:
         return self.model.total_bytes * self.layers + sum(t.bytes for t in self.extra_terms)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model.to_dict(), "layers": self.layers,
-                "embedding_output_terms": [t.to_dict() for t in self.extra_terms], "total_bytes": self.total_bytes,
-                "tensors": [t.to_dict() for t in self.tensors]}
+        return {
+            "model": self.model.to_dict(),
+            "layers": self.layers,
+            "embedding_output_terms": [t.to_dict() for t in self.extra_terms],
+            "total_bytes": self.total_bytes,
+            "tensors": [t.to_dict() for t in self.tensors],
+        }
 
 
 def estimate_memory(config: MemoryConfig, layers: int = 1, vocab: int = 0, tensors: bool = False) -> ModelEstimate:
     """The model of ``config`` for ``layers`` layers, plus the embedding/output terms when ``vocab`` is given."""
-    return ModelEstimate(activation_model(config), layers, embedding_output_terms(config, vocab) if vocab else (),
-                         bill_of_materials(config) if tensors else ())
+    return ModelEstimate(
+        activation_model(config),
+        layers,
+        embedding_output_terms(config, vocab) if vocab else (),
+        bill_of_materials(config) if tensors else (),
+    )

@@ -68,12 +68,13 @@ class MemoryConfig:
         layout.check_shape(seq=self.seq, hidden=self.hidden, heads=self.heads, where=_WHERE)
 
     @classmethod
-    def from_layout(cls, layout: ParallelLayout, seq: int, batch: int, hidden: int, heads: int,
-                    **options: object) -> MemoryConfig:
+    def from_layout(
+        cls, layout: ParallelLayout, seq: int, batch: int, hidden: int, heads: int, **options: object
+    ) -> MemoryConfig:
         """The model of one rank of ``layout`` (its tp, cp, sequence parallelism and cp kind; dp and the rest do
         not change a rank's activations). ``options``: recompute, attention, bytes_per_element, ..."""
-        return cls(seq, batch, hidden, heads, tp=layout.tp, cp=layout.cp, sp=layout.sequence_parallel,
-                   cp_kind=layout.cp_kind, **options)  # type: ignore[arg-type]
+        shape = {"tp": layout.tp, "cp": layout.cp, "sp": layout.sequence_parallel, "cp_kind": layout.cp_kind}
+        return cls(seq, batch, hidden, heads, **shape, **options)  # type: ignore[arg-type]
 
     @property
     def parallelism(self) -> str:
@@ -131,15 +132,22 @@ class ActivationModel:
         object.__setattr__(self, "total_bytes", paper + self.layernorm_stats_bytes)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "formula": self.formula, "config": self.config.to_dict(),
-                "paper_bytes": self.paper_bytes, "layernorm_stats_bytes": self.layernorm_stats_bytes,
-                "total_bytes": self.total_bytes, "terms": [t.to_dict() for t in self.terms]}
+        return {
+            "name": self.name,
+            "formula": self.formula,
+            "config": self.config.to_dict(),
+            "paper_bytes": self.paper_bytes,
+            "layernorm_stats_bytes": self.layernorm_stats_bytes,
+            "total_bytes": self.total_bytes,
+            "terms": [t.to_dict() for t in self.terms],
+        }
 
 
 def _exact(numerator: int, divisor: int, what: str) -> int:
     if numerator % divisor:
-        raise ConfigError(f"activation model: {what} = {numerator} bytes does not divide by {divisor}; "
-                          "choose sizes that shard evenly")
+        raise ConfigError(
+            f"activation model: {what} = {numerator} bytes does not divide by {divisor}; choose sizes that shard evenly"
+        )
     return numerator // divisor
 
 
@@ -173,16 +181,21 @@ def _score_terms(c: MemoryConfig) -> list[ModelTerm]:
         return []
     asb = c.heads * c.seq * c.batch
     if c.attention == "fused":
-        return [ModelTerm("softmax log-sum-exp (fp32)", "attention", _exact(4 * asb, c.tp * c.cp, "LSE"),
-                          _div(c.tp, c.cp))]
+        return [ModelTerm("softmax log-sum-exp (fp32)", "attention", _exact(4 * asb, c.tp * c.cp, "LSE"), _div(c.tp, c.cp))]
     as2b = asb * c.seq
     e, m = c.bytes_per_element, c.mask_bytes if c.dropout else 0
     # without dropout the V matmul saves the softmax output itself: one tensor, not two
     probs = 2 * e if c.dropout else e
     div = _div(c.tp, c.cp)
-    return [ModelTerm("softmax output and dropout output" if c.dropout else "softmax output", "attention",
-                      _exact(probs * as2b, c.tp * c.cp, "scores"), div),
-            ModelTerm("attention-dropout mask", "dropout", _exact(m * as2b, c.tp * c.cp, "score mask"), div)]
+    return [
+        ModelTerm(
+            "softmax output and dropout output" if c.dropout else "softmax output",
+            "attention",
+            _exact(probs * as2b, c.tp * c.cp, "scores"),
+            div,
+        ),
+        ModelTerm("attention-dropout mask", "dropout", _exact(m * as2b, c.tp * c.cp, "score mask"), div),
+    ]
 
 
 def _div(t: int, cp: int) -> str:
@@ -226,11 +239,15 @@ def embedding_output_terms(config: MemoryConfig, vocab: int, pipeline: int = 1) 
     seq_div = c.layout.sequence_shards
     sbh = c.seq * c.batch * c.hidden
     region = _div(c.tp if c.sp else 1, c.cp)
-    terms = [ModelTerm("embedding dropout mask (p micro-batches)", "dropout",
-                       _exact(m * sbh * pipeline, seq_div, "embedding mask"), region)]
+    terms = [
+        ModelTerm(
+            "embedding dropout mask (p micro-batches)", "dropout", _exact(m * sbh * pipeline, seq_div, "embedding mask"), region
+        )
+    ]
     if pipeline == 1:
-        terms += [ModelTerm("final layernorm input", "layernorm", _exact(e * sbh, seq_div, "final LN"), region),
-                  ModelTerm("output projection input", "output", _exact(e * sbh, seq_div, "output input"), region),
-                  ModelTerm("logits (fp32)", "output", _exact(4 * c.seq * c.batch * vocab, c.tp * c.cp, "logits"),
-                            _div(c.tp, c.cp))]
+        terms += [
+            ModelTerm("final layernorm input", "layernorm", _exact(e * sbh, seq_div, "final LN"), region),
+            ModelTerm("output projection input", "output", _exact(e * sbh, seq_div, "output input"), region),
+            ModelTerm("logits (fp32)", "output", _exact(4 * c.seq * c.batch * vocab, c.tp * c.cp, "logits"), _div(c.tp, c.cp)),
+        ]
     return tuple(t for t in terms if t.bytes)

@@ -30,8 +30,7 @@ ACTIVATION_FILE = re.compile(r"^activation_r(\d+)\.json$")
 
 def activation_files(traces: TraceSet) -> list[str]:
     """``activation_r{rank}.json`` files beside the loaded traces (the run directory), ordered by rank."""
-    dirs = sorted({os.path.dirname(os.path.abspath(traces.info(r).source)) for r in traces.ranks
-                   if traces.info(r).source})
+    dirs = sorted({os.path.dirname(os.path.abspath(traces.info(r).source)) for r in traces.ranks if traces.info(r).source})
     return activation_files_in(dirs)
 
 
@@ -66,10 +65,16 @@ def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
     dtype = SHORT_BY_MANIFEST_NAME.get(dtype, dtype)
     dropout = model.get("dropout", True)
     extra = {k: model[k] for k in ("recompute", "attention", "mask_bytes", "layernorm_stat_bytes") if k in model}
-    return MemoryConfig.from_layout(layout, int(model["seq"]), int(model["batch"]), int(model["hidden"]),
-                                    int(model["heads"]), bytes_per_element=DTYPE_BYTES.get(dtype, 2),
-                                    dropout=bool(dropout) if not isinstance(dropout, (int, float)) else dropout > 0,
-                                    **extra)
+    return MemoryConfig.from_layout(
+        layout,
+        int(model["seq"]),
+        int(model["batch"]),
+        int(model["hidden"]),
+        int(model["heads"]),
+        bytes_per_element=DTYPE_BYTES.get(dtype, 2),
+        dropout=bool(dropout) if not isinstance(dropout, (int, float)) else dropout > 0,
+        **extra,
+    )
 
 
 def _layout(model: Mapping[str, Any], recorded: object) -> ParallelLayout:
@@ -78,9 +83,12 @@ def _layout(model: Mapping[str, Any], recorded: object) -> ParallelLayout:
     pick = lambda *keys: next((model[k] for k in keys if model.get(k) is not None), None)
     tp, cp, sp, kind = pick("tp"), pick("cp"), pick("sp", "sequence_parallel"), pick("cp_kind")
     try:
-        return ParallelLayout(tp=layout.tp if tp is None else int(tp), cp=layout.cp if cp is None else int(cp),
-                              sequence_parallel=layout.sequence_parallel if sp is None else bool(sp),
-                              cp_kind=layout.cp_kind if kind is None else CpKind.parse(str(kind)))
+        return ParallelLayout(
+            tp=layout.tp if tp is None else int(tp),
+            cp=layout.cp if cp is None else int(cp),
+            sequence_parallel=layout.sequence_parallel if sp is None else bool(sp),
+            cp_kind=layout.cp_kind if kind is None else CpKind.parse(str(kind)),
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"run.json model: tp, cp, sp and cp_kind must be sizes, a flag and a name ({exc})") from None
     except LayoutError as exc:
@@ -114,8 +122,10 @@ def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationCompar
     except TracekitError as exc:
         return None, (f"activation memory: run.json model does not configure the model ({exc})",)
     if config is None:
-        return None, (f"activation memory: {len(files)} activation_r*.json found but run.json has no model "
-                      "seq/batch/hidden/heads; not compared",)
+        return None, (
+            f"activation memory: {len(files)} activation_r*.json found but run.json has no model "
+            "seq/batch/hidden/heads; not compared",
+        )
     results, warnings = [], []
     for path in files:
         try:

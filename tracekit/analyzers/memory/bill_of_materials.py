@@ -34,8 +34,15 @@ class SavedTensorSpec:
         return prod(self.shape) * self.element_bytes
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "op": self.op, "block": self.block, "shape": list(self.shape),
-                "element_bytes": self.element_bytes, "bytes": self.bytes, "paper": self.paper}
+        return {
+            "name": self.name,
+            "op": self.op,
+            "block": self.block,
+            "shape": list(self.shape),
+            "element_bytes": self.element_bytes,
+            "bytes": self.bytes,
+            "paper": self.paper,
+        }
 
 
 def bill_of_materials(c: MemoryConfig) -> tuple[SavedTensorSpec, ...]:
@@ -46,22 +53,29 @@ def bill_of_materials(c: MemoryConfig) -> tuple[SavedTensorSpec, ...]:
     T = SavedTensorSpec
     if c.recompute == "full":
         return (T("layer input", "checkpoint", "input", (s_seq, b, h), e),)
-    out = [T("LN1 input", "native_layer_norm", "layernorm", (s_seq, b, h), e),
-           T("QKV input (LN1 output)", "linear", "input", (s_seq, b, h), e)]
+    out = [
+        T("LN1 input", "native_layer_norm", "layernorm", (s_seq, b, h), e),
+        T("QKV input (LN1 output)", "linear", "input", (s_seq, b, h), e),
+    ]
     out += _attention(c, s_local)
     out += [T("projection input (context)", "linear", "attention", (s_local, b, h // c.tp), e)]
     if c.dropout:
         out.append(T("attention-output dropout mask", "native_dropout", "dropout", (s_seq, b, h), c.mask_bytes))
-    out += [T("LN2 input", "native_layer_norm", "layernorm", (s_seq, b, h), e),
-            T("FC1 input (LN2 output)", "linear", "input", (s_seq, b, h), e),
-            T("GELU input", "gelu", "mlp", (s_local, b, 4 * h // c.tp), e),
-            T("FC2 input (GELU output)", "linear", "mlp", (s_local, b, 4 * h // c.tp), e)]
+    out += [
+        T("LN2 input", "native_layer_norm", "layernorm", (s_seq, b, h), e),
+        T("FC1 input (LN2 output)", "linear", "input", (s_seq, b, h), e),
+        T("GELU input", "gelu", "mlp", (s_local, b, 4 * h // c.tp), e),
+        T("FC2 input (GELU output)", "linear", "mlp", (s_local, b, 4 * h // c.tp), e),
+    ]
     if c.dropout:
         out.append(T("MLP dropout mask", "native_dropout", "dropout", (s_seq, b, h), c.mask_bytes))
     if c.layernorm_stat_bytes:
         stat = (s_seq, b, 1)
-        out += [T(f"LN{i} {what}", "native_layer_norm", "layernorm", stat, c.layernorm_stat_bytes, paper=False)
-                for i in (1, 2) for what in ("mean", "rstd")]
+        out += [
+            T(f"LN{i} {what}", "native_layer_norm", "layernorm", stat, c.layernorm_stat_bytes, paper=False)
+            for i in (1, 2)
+            for what in ("mean", "rstd")
+        ]
     return tuple(out)
 
 
@@ -74,9 +88,11 @@ def _attention(c: MemoryConfig, s_local: int) -> list[SavedTensorSpec]:
     else:  # a ring keeps its own K/V block; the others circulate again in backward
         heads, sq, skv = c.heads // c.tp, s_local, s_local
     sk = c.seq  # scores: local queries against every key (the ring's cp blocks of (s/cp)^2 together)
-    out = [T("Q", "bmm (QK^T)", "attention", (b, heads, sq, d), e),
-           T("K", "bmm (QK^T)", "attention", (b, heads, skv, d), e),
-           T("V", "bmm (x V)", "attention", (b, heads, skv, d), e)]
+    out = [
+        T("Q", "bmm (QK^T)", "attention", (b, heads, sq, d), e),
+        T("K", "bmm (QK^T)", "attention", (b, heads, skv, d), e),
+        T("V", "bmm (x V)", "attention", (b, heads, skv, d), e),
+    ]
     if c.recompute == "selective":
         return out
     if c.attention == "fused":
@@ -84,6 +100,8 @@ def _attention(c: MemoryConfig, s_local: int) -> list[SavedTensorSpec]:
     scores = (b, heads, sq, sk)
     out.append(T("softmax output", "softmax", "attention", scores, e))
     if c.dropout:
-        out += [T("attention-probs dropout mask", "native_dropout", "dropout", scores, c.mask_bytes),
-                T("dropout output (x V input)", "bmm (x V)", "attention", scores, e)]
+        out += [
+            T("attention-probs dropout mask", "native_dropout", "dropout", scores, c.mask_bytes),
+            T("dropout output (x V input)", "bmm (x V)", "attention", scores, e),
+        ]
     return out

@@ -28,8 +28,10 @@ from ...model.events import EventKind as K
 from ...model.events import EventTable, memory_device_label
 from ...model.traceset import TraceSet
 
-NO_MEMORY = ("no [memory] events in the trace: record with profile_memory=True (`tracekit run --profile-memory`, "
-             "`tracekit.profile(..., profile_memory=True)`)")
+NO_MEMORY = (
+    "no [memory] events in the trace: record with profile_memory=True (`tracekit run --profile-memory`, "
+    "`tracekit.profile(..., profile_memory=True)`)"
+)
 BEFORE = "(allocated before the trace)"
 NO_OP = "(no enclosing op)"
 _HOST = (K.CPU_OP, K.CPU_COMM_OP, K.ANNOTATION, K.STEP)
@@ -82,17 +84,33 @@ class RankMemory:
     def to_dict(self) -> dict:
         if not self.available:
             return {"available": False, "reason": self.reason}
-        pts = [{"device": d, "t_us": g["t_us"].tolist(), "allocated_bytes": g["allocated_bytes"].tolist(),
-                "reserved_bytes": g["reserved_bytes"].tolist()} for d, g in self.points.groupby("device", sort=False)]
+        pts = [
+            {
+                "device": d,
+                "t_us": g["t_us"].tolist(),
+                "allocated_bytes": g["allocated_bytes"].tolist(),
+                "reserved_bytes": g["reserved_bytes"].tolist(),
+            }
+            for d, g in self.points.groupby("device", sort=False)
+        ]
         notes = []
         if self.downsampled:
-            notes.append(f"points downsampled: {len(self.points)} of {self.points_total} kept (per device at most "
-                         f"{self.max_points}: the maximum and the last event of each bucket, so every peak stays); "
-                         "`--memory-points N` (analyze(memory_points=N)) sets the number")
-        return {"available": True, "devices": [d.to_dict() for d in self.devices],
-                "steps": _records(self.steps), "points": pts, "points_total": self.points_total,
-                "max_points": self.max_points, "downsampled": self.downsampled,
-                "top_allocators": _records(self.allocators), "notes": notes}
+            notes.append(
+                f"points downsampled: {len(self.points)} of {self.points_total} kept (per device at most "
+                f"{self.max_points}: the maximum and the last event of each bucket, so every peak stays); "
+                "`--memory-points N` (analyze(memory_points=N)) sets the number"
+            )
+        return {
+            "available": True,
+            "devices": [d.to_dict() for d in self.devices],
+            "steps": _records(self.steps),
+            "points": pts,
+            "points_total": self.points_total,
+            "max_points": self.max_points,
+            "downsampled": self.downsampled,
+            "top_allocators": _records(self.allocators),
+            "notes": notes,
+        }
 
     # DataFrames with the JSON's column names
     def steps_frame(self) -> pd.DataFrame:
@@ -130,12 +148,18 @@ def rank_memory(table: EventTable, rank: int, options: MemoryTimelineOptions = M
         steps.append(d[1])
         points.append(d[2])
         allocs.append(d[3])
-    return RankMemory(rank, tuple(devices), pd.concat(steps, ignore_index=True), pd.concat(points, ignore_index=True),
-                      int(len(rows)), options.memory_points, pd.concat(allocs, ignore_index=True))
+    return RankMemory(
+        rank,
+        tuple(devices),
+        pd.concat(steps, ignore_index=True),
+        pd.concat(points, ignore_index=True),
+        int(len(rows)),
+        options.memory_points,
+        pd.concat(allocs, ignore_index=True),
+    )
 
 
-def _device(t: EventTable, rows: np.ndarray, label: str, inner: np.ndarray, outer: np.ndarray,
-            options: MemoryTimelineOptions):
+def _device(t: EventTable, rows: np.ndarray, label: str, inner: np.ndarray, outer: np.ndarray, options: MemoryTimelineOptions):
     delta = np.where(t["mem_bytes"][rows] == -1, 0, t["mem_bytes"][rows])  # -1 is "absent" in the loader
     total, reserved = t["mem_total"][rows], t["mem_reserved"][rows]
     start = int(total[0] - delta[0]) if total[0] >= 0 else 0
@@ -146,22 +170,43 @@ def _device(t: EventTable, rows: np.ndarray, label: str, inner: np.ndarray, oute
     p = int(np.argmax(allocated))
     step = t["step"][rows]
     live, unattributed = _live_at(t["mem_addr"][rows], delta, p, int(allocated[p]))
-    dev = DeviceMemory(label, len(rows), int(allocated[p]), int(reserved[p]), int(reserved.max()), float(ts_us[p]),
-                       int(step[p]), start, int(delta[delta > 0].sum()), int(-delta[delta < 0].sum()),
-                       int(np.count_nonzero((total >= 0) & (total != running))), unattributed)
+    dev = DeviceMemory(
+        label,
+        len(rows),
+        int(allocated[p]),
+        int(reserved[p]),
+        int(reserved.max()),
+        float(ts_us[p]),
+        int(step[p]),
+        start,
+        int(delta[delta > 0].sum()),
+        int(-delta[delta < 0].sum()),
+        int(np.count_nonzero((total >= 0) & (total != running))),
+        unattributed,
+    )
     steps = pd.DataFrame({"step": step, "allocated": allocated, "reserved": reserved, "t_us": ts_us})
     steps = steps[steps["step"] >= 0]
     top = steps.groupby("step", sort=True)["allocated"].idxmax() if len(steps) else pd.Series(dtype=np.int64)
-    srows = pd.DataFrame({
-        "step": steps["step"].loc[top].astype(np.int64).to_numpy(), "device": label,
-        "peak_allocated_bytes": steps["allocated"].loc[top].astype(np.int64).to_numpy(),
-        "peak_reserved_bytes": steps["reserved"].loc[top].astype(np.int64).to_numpy(),
-        "max_reserved_bytes": steps.groupby("step", sort=True)["reserved"].max().astype(np.int64).to_numpy(),
-        "peak_us": steps["t_us"].loc[top].to_numpy(),
-        "events": steps.groupby("step", sort=True).size().astype(np.int64).to_numpy()})
+    srows = pd.DataFrame(
+        {
+            "step": steps["step"].loc[top].astype(np.int64).to_numpy(),
+            "device": label,
+            "peak_allocated_bytes": steps["allocated"].loc[top].astype(np.int64).to_numpy(),
+            "peak_reserved_bytes": steps["reserved"].loc[top].astype(np.int64).to_numpy(),
+            "max_reserved_bytes": steps.groupby("step", sort=True)["reserved"].max().astype(np.int64).to_numpy(),
+            "peak_us": steps["t_us"].loc[top].to_numpy(),
+            "events": steps.groupby("step", sort=True).size().astype(np.int64).to_numpy(),
+        }
+    )
     keep = downsample(allocated, options.memory_points)
-    pts = pd.DataFrame({"device": label, "t_us": ts_us[keep], "allocated_bytes": allocated[keep].astype(np.int64),
-                        "reserved_bytes": reserved[keep].astype(np.int64)})
+    pts = pd.DataFrame(
+        {
+            "device": label,
+            "t_us": ts_us[keep],
+            "allocated_bytes": allocated[keep].astype(np.int64),
+            "reserved_bytes": reserved[keep].astype(np.int64),
+        }
+    )
     return dev, srows, pts, _allocators(label, live, delta, inner, outer, int(allocated[p]), options.memory_top)
 
 
@@ -179,8 +224,9 @@ def _live_at(addr: np.ndarray, delta: np.ndarray, p: int, peak: int) -> tuple[np
     return live, peak - int(delta[live].sum())
 
 
-def _allocators(label: str, live: np.ndarray, delta: np.ndarray, inner: np.ndarray, outer: np.ndarray,
-                peak: int, top: int) -> pd.DataFrame:
+def _allocators(
+    label: str, live: np.ndarray, delta: np.ndarray, inner: np.ndarray, outer: np.ndarray, peak: int, top: int
+) -> pd.DataFrame:
     df = pd.DataFrame({"op": inner[live], "top_level_op": outer[live], "bytes": delta[live]})
     g = df.groupby(["op", "top_level_op"], sort=False)["bytes"]
     out = pd.DataFrame({"live_bytes": g.sum(), "allocations": g.size()}).reset_index()

@@ -43,15 +43,26 @@ class ExportTimeline:
 
     def to_dict(self) -> dict:
         keep = downsample(self.allocated_bytes, self.max_points)
-        notes = [] if len(keep) == len(self.t_us) else [
-            f"points downsampled: {len(keep)} of {len(self.t_us)} kept (the maximum and the last of each bucket); "
-            "`--points N` sets the number"]
-        return {"source": self.source, "events": self.events, "peak_allocated_bytes": self.peak_bytes,
-                "peak_us": float(self.t_us[self.peak]), "preexisting_bytes": self.preexisting_bytes,
-                "end_allocated_bytes": int(self.allocated_bytes[-1]),
-                "categories_at_peak": self.category_bytes_at_peak(),
-                "points": {"t_us": self.t_us[keep].tolist(), "allocated_bytes": self.allocated_bytes[keep].tolist()},
-                "points_total": len(self.t_us), "notes": notes}
+        notes = (
+            []
+            if len(keep) == len(self.t_us)
+            else [
+                f"points downsampled: {len(keep)} of {len(self.t_us)} kept (the maximum and the last of each bucket); "
+                "`--points N` sets the number"
+            ]
+        )
+        return {
+            "source": self.source,
+            "events": self.events,
+            "peak_allocated_bytes": self.peak_bytes,
+            "peak_us": float(self.t_us[self.peak]),
+            "preexisting_bytes": self.preexisting_bytes,
+            "end_allocated_bytes": int(self.allocated_bytes[-1]),
+            "categories_at_peak": self.category_bytes_at_peak(),
+            "points": {"t_us": self.t_us[keep].tolist(), "allocated_bytes": self.allocated_bytes[keep].tolist()},
+            "points_total": len(self.t_us),
+            "notes": notes,
+        }
 
 
 def export_timeline(exp: MemoryExport, max_points: int = 1000) -> ExportTimeline:
@@ -65,8 +76,9 @@ def export_timeline(exp: MemoryExport, max_points: int = 1000) -> ExportTimeline
     per_cat = np.cumsum(per_cat, axis=0)
     last = np.r_[ts[1:] != ts[:-1], True]  # the state after the last entry of each timestamp
     per_cat = per_cat[last]
-    return ExportTimeline(exp.source, len(exp), ts[last], per_cat.sum(axis=1), per_cat,
-                          int(exp.nbytes[exp.ts_ns < 0].sum()), max_points)
+    return ExportTimeline(
+        exp.source, len(exp), ts[last], per_cat.sum(axis=1), per_cat, int(exp.nbytes[exp.ts_ns < 0].sum()), max_points
+    )
 
 
 def read_export_timeline(path, max_points: int = 1000) -> ExportTimeline:

@@ -34,8 +34,16 @@ class StageBubble:
         return self.measured - self.analytical
 
     def to_dict(self) -> dict:
-        return {"stage": self.stage, "ranks": list(self.ranks), "steps": self.steps, "measured": self.measured,
-                "lowest": self.lowest, "highest": self.highest, "analytical": self.analytical, "delta": self.delta}
+        return {
+            "stage": self.stage,
+            "ranks": list(self.ranks),
+            "steps": self.steps,
+            "measured": self.measured,
+            "lowest": self.lowest,
+            "highest": self.highest,
+            "analytical": self.analytical,
+            "delta": self.delta,
+        }
 
 
 def analytical_bubble(stages: int, microbatches: int) -> float:
@@ -69,5 +77,4 @@ def stage_bubbles(summary: Mapping[str, Any]) -> tuple[StageBubble, ...]:
             if step.get("complete", True) and step["wall_us"] > 0:
                 shares.setdefault(stage, []).append(1.0 - step["compute_us"] / step["wall_us"])
     want = analytical_bubble(pp, m)
-    return tuple(StageBubble(s, tuple(ranks[s]), len(v), median(v), min(v), max(v), want)
-                 for s, v in sorted(shares.items()) if v)
+    return tuple(StageBubble(s, tuple(ranks[s]), len(v), median(v), min(v), max(v), want) for s, v in sorted(shares.items()) if v)

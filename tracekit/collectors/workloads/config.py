@@ -61,17 +61,21 @@ class WorkloadConfig:
     def parts(self) -> tuple[str, ...]:
         parts = tuple(p.strip() for p in self.workload.split("+") if p.strip())
         if not parts or len(set(parts)) < len(parts):  # '' or 'tp+tp' ran a workload nobody named
-            raise ConfigError(f"workload {self.workload!r}: name each workload once; choose from {', '.join(WORKLOADS)}"
-                              " (combine with '+')")
+            raise ConfigError(
+                f"workload {self.workload!r}: name each workload once; choose from {', '.join(WORKLOADS)} (combine with '+')"
+            )
         for p in parts:
             if p not in WORKLOADS:
-                raise ConfigError(f"unknown workload {p!r} in {self.workload!r}; choose from {', '.join(WORKLOADS)}"
-                                  " (combine with '+')")
+                raise ConfigError(
+                    f"unknown workload {p!r} in {self.workload!r}; choose from {', '.join(WORKLOADS)} (combine with '+')"
+                )
         if "cp-ring" in parts and "ulysses" in parts:
             raise ConfigError("cp-ring and ulysses are two ways to split the context; pick one")
         if sum(p in ("dp", *ZERO) for p in parts) > 1:
-            raise ConfigError(f"workload {self.workload!r}: dp, zero3 and zero1 are three ways to synchronise the "
-                              "data-parallel gradients; pick one (set its degree with --dp)")
+            raise ConfigError(
+                f"workload {self.workload!r}: dp, zero3 and zero1 are three ways to synchronise the "
+                "data-parallel gradients; pick one (set its degree with --dp)"
+            )
         return parts
 
     @property
@@ -94,11 +98,20 @@ class WorkloadConfig:
         if ep != 1 and "ep" not in parts:
             raise ConfigError(f"workload {self.workload}: --ep {ep} needs the ep workload (add '+ep')")
         if min(dp, cp, ep) >= 1 and (dp * cp) % ep:
-            raise ConfigError(f"workload {self.workload}: --ep {ep} must divide dp x cp = {dp * cp} (the expert "
-                              "group is carved out of the data- and context-parallel ranks); change --ep or --dp")
+            raise ConfigError(
+                f"workload {self.workload}: --ep {ep} must divide dp x cp = {dp * cp} (the expert "
+                "group is carved out of the data- and context-parallel ranks); change --ep or --dp"
+            )
         try:
-            return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, sequence_parallel="tp-sp" in parts,
-                                  cp_kind=CpKind.ULYSSES if "ulysses" in parts else CpKind.RING)
+            return ParallelLayout(
+                tp=tp,
+                cp=cp,
+                dp=dp,
+                pp=pp,
+                ep=ep,
+                sequence_parallel="tp-sp" in parts,
+                cp_kind=CpKind.ULYSSES if "ulysses" in parts else CpKind.RING,
+            )
         except LayoutError:
             raise ConfigError(f"workload {self.workload}: degrees, layers, steps >= 1") from None
 
@@ -121,20 +134,32 @@ class WorkloadConfig:
             (self.hidden % self.heads == 0, f"--hidden {self.hidden} must be a multiple of --heads {self.heads}"),
             (self.heads % lay.head_shards == 0, f"--heads {self.heads} must divide by tp{'' if ring else ' x cp'}"),
             (self.batch % lay.dp == 0, f"--batch {self.batch} must divide by --dp {lay.dp}"),
-            (self.seq % ((2 if ring else 1) * lay.cp) == 0,
-             f"--seq {self.seq} must divide by {'2 x ' if ring else ''}--cp {lay.cp}"),
-            (not lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
-             f"--seq {self.seq} / cp must divide by tp x chunks ({lay.tp} x {self.chunks}) for sequence parallel"),
-            (lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
-             f"--seq {self.seq} / cp must divide by chunks"),
+            (
+                self.seq % ((2 if ring else 1) * lay.cp) == 0,
+                f"--seq {self.seq} must divide by {'2 x ' if ring else ''}--cp {lay.cp}",
+            ),
+            (
+                not lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
+                f"--seq {self.seq} / cp must divide by tp x chunks ({lay.tp} x {self.chunks}) for sequence parallel",
+            ),
+            (
+                lay.sequence_parallel or self.seq % (lay.sequence_shards * self.chunks) == 0,
+                f"--seq {self.seq} / cp must divide by chunks",
+            ),
             (min(self.layers, self.steps, self.chunks) >= 1, "degrees, layers, steps >= 1"),
             (self.layers % lay.pp == 0, f"--layers {self.layers} must divide by --pp {lay.pp} (equal stages)"),
-            (lay.pp == 1 or (self.microbatches >= 1 and self.batch % (lay.dp * self.microbatches) == 0),
-             f"--batch {self.batch} must divide by --dp x --microbatches ({lay.dp} x {self.microbatches})"),
-            (lay.pp == 1 or not any(p in ZERO for p in self.parts),
-             "the pipeline runs dense stages: combine pp with dp, not with zero3/zero1"),
-            ("ep" not in self.parts or not any(p in ZERO for p in self.parts),
-             "ep syncs its dense and expert gradients itself: combine ep with dp, not with zero3/zero1"),
+            (
+                lay.pp == 1 or (self.microbatches >= 1 and self.batch % (lay.dp * self.microbatches) == 0),
+                f"--batch {self.batch} must divide by --dp x --microbatches ({lay.dp} x {self.microbatches})",
+            ),
+            (
+                lay.pp == 1 or not any(p in ZERO for p in self.parts),
+                "the pipeline runs dense stages: combine pp with dp, not with zero3/zero1",
+            ),
+            (
+                "ep" not in self.parts or not any(p in ZERO for p in self.parts),
+                "ep syncs its dense and expert gradients itself: combine ep with dp, not with zero3/zero1",
+            ),
             (self.experts >= 1 and self.experts % lay.ep == 0, f"--experts {self.experts} must divide by --ep {lay.ep}"),
             (1 <= self.top_k <= self.experts, f"--top-k {self.top_k} must be between 1 and --experts {self.experts}"),
             (self.capacity_factor > 0, f"--capacity-factor {self.capacity_factor} must be > 0"),
@@ -144,8 +169,10 @@ class WorkloadConfig:
                 raise ConfigError(f"workload {self.workload}: {message}")
         delay = self.delay_spec
         if delay is not None and delay[0] >= lay.world_size:
-            raise ConfigError(f"--delay {self.delay}: rank {delay[0]} is not in the run's {lay.world_size} "
-                              f"processes; give a rank from 0 to {lay.world_size - 1}")
+            raise ConfigError(
+                f"--delay {self.delay}: rank {delay[0]} is not in the run's {lay.world_size} "
+                f"processes; give a rank from 0 to {lay.world_size - 1}"
+            )
         return lay
 
     @property
@@ -159,8 +186,7 @@ class WorkloadConfig:
         except ValueError:
             spec = None
         if spec is None or spec[0] < 0 or not 0 <= spec[1] < 1e6:
-            raise ConfigError(f"--delay {self.delay!r}: expected RANK:MS, a rank >= 0 and milliseconds >= 0 "
-                              "(e.g. --delay 1:40)")
+            raise ConfigError(f"--delay {self.delay!r}: expected RANK:MS, a rank >= 0 and milliseconds >= 0 (e.g. --delay 1:40)")
         return spec
 
     def model_dims(self, device_type: str = "cpu") -> dict:
@@ -169,17 +195,43 @@ class WorkloadConfig:
         CPU, fp32 on CUDA (``layernorm_stat_bytes``); the dropout masks are ``torch.native_dropout``'s bools."""
         lay = self.layout()
         if "ep" in self.parts:  # no Korthikanti term for a routed MLP: measured only (docs/collectors.md)
-            return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
-                    "micro_batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
-                    "dropout": self.dropout, "mlp": "moe", "experts": self.experts, "top_k": self.top_k,
-                    "capacity_factor": self.capacity_factor, "expert_ffn_hidden": 4 * self.hidden,
-                    "ep": lay.ep, "tp": lay.tp, "cp": lay.cp, "sp": lay.sequence_parallel and lay.tp > 1}
-        return {"layers": self.layers, "seq": self.seq, "hidden": self.hidden, "heads": self.heads,
-                "batch": self.batch // lay.dp, "global_batch": self.batch, "dtype": self.dtype,
-                "dropout": self.dropout, "ffn_hidden": 4 * self.hidden, "tp": lay.tp, "cp": lay.cp,
-                "sp": lay.sequence_parallel and lay.tp > 1, "cp_kind": lay.cp_kind.value, "mask_bytes": 1,
-                "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize,
-                **({"pp": lay.pp, "microbatches": self.microbatches} if lay.pp > 1 else {})}
+            return {
+                "layers": self.layers,
+                "seq": self.seq,
+                "hidden": self.hidden,
+                "heads": self.heads,
+                "micro_batch": self.batch // lay.dp,
+                "global_batch": self.batch,
+                "dtype": self.dtype,
+                "dropout": self.dropout,
+                "mlp": "moe",
+                "experts": self.experts,
+                "top_k": self.top_k,
+                "capacity_factor": self.capacity_factor,
+                "expert_ffn_hidden": 4 * self.hidden,
+                "ep": lay.ep,
+                "tp": lay.tp,
+                "cp": lay.cp,
+                "sp": lay.sequence_parallel and lay.tp > 1,
+            }
+        return {
+            "layers": self.layers,
+            "seq": self.seq,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "batch": self.batch // lay.dp,
+            "global_batch": self.batch,
+            "dtype": self.dtype,
+            "dropout": self.dropout,
+            "ffn_hidden": 4 * self.hidden,
+            "tp": lay.tp,
+            "cp": lay.cp,
+            "sp": lay.sequence_parallel and lay.tp > 1,
+            "cp_kind": lay.cp_kind.value,
+            "mask_bytes": 1,
+            "layernorm_stat_bytes": 4 if device_type == "cuda" else self.torch_dtype.itemsize,
+            **({"pp": lay.pp, "microbatches": self.microbatches} if lay.pp > 1 else {}),
+        }
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,9 +1,9 @@
 """``tracekit run --delay RANK:MS``: a straggler with a known cause, for every workload's step loop.
 
-    delay = step_delay_ms(cfg, dist.get_rank())   # None on every other rank
-    ...at the start of each step, before its collectives:
-    if delay is not None:
-        host_delay(delay)
+delay = step_delay_ms(cfg, dist.get_rank())   # None on every other rank
+...at the start of each step, before its collectives:
+if delay is not None:
+    host_delay(delay)
 """
 
 from __future__ import annotations

@@ -34,8 +34,16 @@ def default_bucket_numel(params: list[torch.nn.Parameter], layers: int) -> int:
 
 
 class GradSync:
-    def __init__(self, params, dp_group, sp_group=None, sp_params=(), bucket_numel: int | None = None,
-                 layers: int = 1, overlap: bool = False):
+    def __init__(
+        self,
+        params,
+        dp_group,
+        sp_group=None,
+        sp_params=(),
+        bucket_numel: int | None = None,
+        layers: int = 1,
+        overlap: bool = False,
+    ):
         self.params = list(params)
         self.dp_group, self.sp_group, self.sp_params = dp_group, sp_group, list(sp_params)
         self.buckets = make_buckets(self.params, bucket_numel or default_bucket_numel(self.params, layers))
@@ -62,7 +70,7 @@ class GradSync:
     def _unflatten(flat: torch.Tensor, params) -> None:
         offset = 0
         for p in params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
+            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
             offset += p.numel()
 
     def finish(self) -> None:

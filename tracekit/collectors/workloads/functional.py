@@ -21,6 +21,7 @@ from .. import comm
 
 def _size(group) -> int:
     import torch.distributed as dist
+
     return 1 if group is None else dist.get_world_size(group)
 
 

@@ -57,19 +57,33 @@ def full_weights(hidden: int, layer: int, seed: int) -> dict[str, torch.Tensor]:
     """The unsharded fp32 weights of layer ``layer``, identical on every rank."""
     g = torch.Generator().manual_seed(seed * 1000 + layer)
     h = hidden
-    rnd = lambda *shape: torch.randn(*shape, generator=g) * (1.0 / h ** 0.5)
-    return {"ln1_w": 1 + 0.1 * torch.randn(h, generator=g), "ln1_b": 0.1 * torch.randn(h, generator=g),
-            "qkv": rnd(3 * h, h), "proj": rnd(h, h),
-            "ln2_w": 1 + 0.1 * torch.randn(h, generator=g), "ln2_b": 0.1 * torch.randn(h, generator=g),
-            "fc1": rnd(4 * h, h), "fc2": rnd(h, 4 * h)}
+    rnd = lambda *shape: torch.randn(*shape, generator=g) * (1.0 / h**0.5)
+    return {
+        "ln1_w": 1 + 0.1 * torch.randn(h, generator=g),
+        "ln1_b": 0.1 * torch.randn(h, generator=g),
+        "qkv": rnd(3 * h, h),
+        "proj": rnd(h, h),
+        "ln2_w": 1 + 0.1 * torch.randn(h, generator=g),
+        "ln2_b": 0.1 * torch.randn(h, generator=g),
+        "fc1": rnd(4 * h, h),
+        "fc2": rnd(h, 4 * h),
+    }
 
 
 def shard_weights(full: dict[str, torch.Tensor], tp: int, index: int) -> dict[str, torch.Tensor]:
     """This tensor-parallel rank's slice of ``full``."""
     rows = lambda w: w.chunk(tp, dim=0)[index]
     cols = lambda w: w.chunk(tp, dim=1)[index]
-    return {"ln1_w": full["ln1_w"], "ln1_b": full["ln1_b"], "qkv": rows(full["qkv"]), "proj": cols(full["proj"]),
-            "ln2_w": full["ln2_w"], "ln2_b": full["ln2_b"], "fc1": rows(full["fc1"]), "fc2": cols(full["fc2"])}
+    return {
+        "ln1_w": full["ln1_w"],
+        "ln1_b": full["ln1_b"],
+        "qkv": rows(full["qkv"]),
+        "proj": cols(full["proj"]),
+        "ln2_w": full["ln2_w"],
+        "ln2_b": full["ln2_b"],
+        "fc1": rows(full["fc1"]),
+        "fc2": cols(full["fc2"]),
+    }
 
 
 class Layer(nn.Module):
@@ -81,8 +95,16 @@ class Layer(nn.Module):
     ln2_w: nn.Parameter
     ln2_b: nn.Parameter
 
-    def __init__(self, weights: dict[str, torch.Tensor], heads: int, par: Parallel, seq: int,
-                 dropout: float = 0.0, dtype=torch.float32, device=None):
+    def __init__(
+        self,
+        weights: dict[str, torch.Tensor],
+        heads: int,
+        par: Parallel,
+        seq: int,
+        dropout: float = 0.0,
+        dtype=torch.float32,
+        device=None,
+    ):
         super().__init__()
         for name, w in weights.items():
             self.register_parameter(name, nn.Parameter(w.to(device=device, dtype=dtype).clone()))
@@ -146,8 +168,7 @@ def shard_input(x: torch.Tensor, par: Parallel, dp: int, dp_index: int) -> torch
     """This rank's [s_local, b_local, h] slice of the full input [s, b, h]."""
     x = x.chunk(dp, dim=1)[dp_index]
     if par.cp > 1:
-        x = x[local_positions(x.shape[0], par).cpu()] if not par.ulysses \
-            else x.chunk(par.cp, dim=0)[par.cp_index]
+        x = x[local_positions(x.shape[0], par).cpu()] if not par.ulysses else x.chunk(par.cp, dim=0)[par.cp_index]
     if par.sequence_parallel and par.tp > 1:
         x = x.chunk(par.tp, dim=0)[par.tp_index]
     return x

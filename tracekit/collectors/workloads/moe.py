@@ -67,9 +67,11 @@ def moe_weights(hidden: int, experts: int, layer: int, seed: int) -> dict[str, t
     """Router [E, h] and every expert's weights w1 [E, 4h, h], w2 [E, h, 4h], fp32, identical on every rank."""
     g = torch.Generator().manual_seed(seed * 1000 + 500 + layer)
     f = 4 * hidden
-    return {"router": torch.randn(experts, hidden, generator=g) / hidden ** 0.5,
-            "w1": torch.randn(experts, f, hidden, generator=g) / hidden ** 0.5,
-            "w2": torch.randn(experts, hidden, f, generator=g) / f ** 0.5}
+    return {
+        "router": torch.randn(experts, hidden, generator=g) / hidden**0.5,
+        "w1": torch.randn(experts, f, hidden, generator=g) / hidden**0.5,
+        "w2": torch.randn(experts, hidden, f, generator=g) / f**0.5,
+    }
 
 
 def local_expert_weights(full: dict[str, torch.Tensor], ep: int, index: int) -> dict[str, torch.Tensor]:
@@ -122,8 +124,13 @@ def make_plan(experts: torch.Tensor, keep: torch.Tensor, moe: MoEParallel, log) 
         work = comm.all_to_all(recv, send, moe.group)
         log(work.annotation, "counts", -1, [send[0].numel()] * size, [send[0].numel()] * size, 8)
     send, recv = send.cpu(), recv.cpu()  # split sizes are host lists (on a GPU: the one sync of the layer)
-    plan = Plan(token[order], order, counts.sum(1).tolist(),
-                [send[:, c].sum(1).tolist() for c in range(chunks)], [recv[:, c].sum(1).tolist() for c in range(chunks)])
+    plan = Plan(
+        token[order],
+        order,
+        counts.sum(1).tolist(),
+        [send[:, c].sum(1).tolist() for c in range(chunks)],
+        [recv[:, c].sum(1).tolist() for c in range(chunks)],
+    )
     for c in range(chunks):
         starts = [0, *recv[:, c].reshape(-1).cumsum(0).tolist()]
         rows: list[list[torch.Tensor]] = [[] for _ in range(local)]
@@ -225,8 +232,18 @@ class MoELayer(Layer):
     w1: nn.Parameter
     w2: nn.Parameter
 
-    def __init__(self, weights, heads: int, par: Parallel, seq: int, moe: MoEParallel, index: int,
-                 dropout: float = 0.0, dtype=torch.float32, device=None):
+    def __init__(
+        self,
+        weights,
+        heads: int,
+        par: Parallel,
+        seq: int,
+        moe: MoEParallel,
+        index: int,
+        dropout: float = 0.0,
+        dtype=torch.float32,
+        device=None,
+    ):
         super().__init__(weights, heads, par, seq, dropout, dtype, device)
         self.moe, self.index, self.calls = moe, index, 0
         self.split_log: list[dict] = []
@@ -235,9 +252,19 @@ class MoELayer(Layer):
         step, self.calls = self.calls, self.calls + 1
 
         def log(ann, phase, chunk, in_split, out_split, row_bytes):
-            self.split_log.append({"layer": self.index, "step": step, "phase": phase, "chunk": chunk,
-                                   "pg_name": ann.pg_name, "seq": ann.seq, "in_split": list(in_split),
-                                   "out_split": list(out_split), "row_bytes": int(row_bytes)})
+            self.split_log.append(
+                {
+                    "layer": self.index,
+                    "step": step,
+                    "phase": phase,
+                    "chunk": chunk,
+                    "pg_name": ann.pg_name,
+                    "seq": ann.seq,
+                    "in_split": list(in_split),
+                    "out_split": list(out_split),
+                    "row_bytes": int(row_bytes),
+                }
+            )
 
         shape = ln2.shape
         x2d = ln2.reshape(-1, shape[-1])
@@ -252,8 +279,7 @@ class MoELayer(Layer):
 def build_layers(cfg, lay, groups, par: Parallel, tp_index: int, device) -> nn.ModuleList:
     """This rank's MoE layers: its tensor-parallel shard of the attention, the router, its block of experts."""
     ep_index = dist.get_rank(groups.ep) if groups.ep is not None else 0
-    moe = MoEParallel(groups.ep, lay.ep, ep_index, cfg.experts, cfg.top_k, cfg.capacity_factor,
-                      cfg.chunks if cfg.overlap else 1)
+    moe = MoEParallel(groups.ep, lay.ep, ep_index, cfg.experts, cfg.top_k, cfg.capacity_factor, cfg.chunks if cfg.overlap else 1)
     layers = []
     for i in range(cfg.layers):
         weights = shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tp_index)
@@ -273,8 +299,10 @@ def grad_syncs(cfg, groups, par: Parallel, layers) -> list[GradSync]:
     sp = par.sequence_parallel and par.tp > 1
     tp_group = groups.tp if sp else None
     dense_sp = [p for n, p in named if n in (*Layer.LN_PARAMS, "router")] if sp else []
-    return [GradSync(dense, groups.dp, tp_group, dense_sp, cfg.bucket_numel, cfg.layers, cfg.overlap),
-            GradSync(expert, groups.edp, tp_group, expert if sp else [], cfg.bucket_numel, cfg.layers, cfg.overlap)]
+    return [
+        GradSync(dense, groups.dp, tp_group, dense_sp, cfg.bucket_numel, cfg.layers, cfg.overlap),
+        GradSync(expert, groups.edp, tp_group, expert if sp else [], cfg.bucket_numel, cfg.layers, cfg.overlap),
+    ]
 
 
 def write_split_log(layers, out_dir, rank: int) -> Path:

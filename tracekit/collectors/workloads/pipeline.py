@@ -110,16 +110,24 @@ class Pipeline:
         per = cfg.layers // lay.pp
         self.first_layer = st.index * per
         self.layers = torch.nn.ModuleList(
-            Layer(shard_weights(full_weights(cfg.hidden, self.first_layer + i, cfg.seed), inner.tp, tpi), cfg.heads,
-                  par, cfg.seq, cfg.dropout, cfg.torch_dtype, device) for i in range(per))
+            Layer(
+                shard_weights(full_weights(cfg.hidden, self.first_layer + i, cfg.seed), inner.tp, tpi),
+                cfg.heads,
+                par,
+                cfg.seq,
+                cfg.dropout,
+                cfg.torch_dtype,
+                device,
+            )
+            for i in range(per)
+        )
         x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, inner.dp, dpi)
         self.micro = [c.to(device=device, dtype=cfg.torch_dtype).contiguous() for c in x.chunk(cfg.microbatches, dim=1)]
         self.pos = local_positions(cfg.seq, par, device)
         params = list(self.layers.parameters())
         sp = par.sequence_parallel and inner.tp > 1
         sp_params = [getattr(m, n) for m in self.layers for n in Layer.LN_PARAMS] if sp else []
-        self.sync = _LastMicrobatchSync(params, g.dp, g.tp if sp_params else None, sp_params, cfg.bucket_numel, per,
-                                        cfg.overlap)
+        self.sync = _LastMicrobatchSync(params, g.dp, g.tp if sp_params else None, sp_params, cfg.bucket_numel, per, cfg.overlap)
         self.params = params
         self.acts = schedule(st.index, st.size, cfg.microbatches)
         self.norm = cfg.seq * cfg.batch * cfg.hidden
@@ -144,8 +152,7 @@ class Pipeline:
             x = self.micro[mb]
         else:
             x.requires_grad_()
-        with record_function(f"pp:forward|mb={mb}"), (self.in_flight.forward(mb) if self.in_flight
-                                                      else contextlib.nullcontext()):
+        with record_function(f"pp:forward|mb={mb}"), self.in_flight.forward(mb) if self.in_flight else contextlib.nullcontext():
             y = x
             for layer in self.layers:
                 y = layer(y, self.pos)
@@ -198,8 +205,12 @@ class Pipeline:
         return loss
 
     def grads(self) -> dict:
-        return {f"{self.first_layer + li}.{n}": p.grad.float().cpu().numpy()
-                for li, m in enumerate(self.layers) for n, p in m.named_parameters() if p.grad is not None}
+        return {
+            f"{self.first_layer + li}.{n}": p.grad.float().cpu().numpy()
+            for li, m in enumerate(self.layers)
+            for n, p in m.named_parameters()
+            if p.grad is not None
+        }
 
     def update(self) -> None:
         with torch.no_grad():
@@ -210,11 +221,18 @@ class Pipeline:
     def report(self) -> dict:
         """This stage's schedule figures for the run result."""
         st, m = self.stage, self.cfg.microbatches
-        d: dict[str, object] = {"stage": st.index, "stages": st.size, "microbatches": m,
-                                "model_in_flight": min(st.size - st.index, m)}
+        d: dict[str, object] = {
+            "stage": st.index,
+            "stages": st.size,
+            "microbatches": m,
+            "model_in_flight": min(st.size - st.index, m),
+        }
         if self.in_flight is not None:
-            d.update(peak_in_flight=self.in_flight.peak_count, peak_in_flight_bytes=self.in_flight.peak_bytes,
-                     microbatch_bytes=self.in_flight.microbatch_bytes[-m:])
+            d.update(
+                peak_in_flight=self.in_flight.peak_count,
+                peak_in_flight_bytes=self.in_flight.peak_bytes,
+                microbatch_bytes=self.in_flight.microbatch_bytes[-m:],
+            )
         return d
 
 
@@ -235,10 +253,19 @@ def train_pipeline(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: b
             state.update(loss=loss, grads=pipe.grads(), stage=pipe.stage.index)
         pipe.update()
 
-    overhead, traces, activation = run_steps(cfg, out_dir, profiled, one_step, layout=pipe.stage.groups,
-                                             model=pipe.layers, device=device)
+    overhead, traces, activation = run_steps(
+        cfg, out_dir, profiled, one_step, layout=pipe.stage.groups, model=pipe.layers, device=device
+    )
     par = pipe.par
-    return {"rank": dist.get_rank(), "coords": pipe.coords, "losses": losses, "overhead": overhead, "traces": traces,
-            "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
-            "activation": activation, "pipeline": pipe.report(),
-            "replica": pipe.stage.last and (pipe.coords[2] == 0 or par.sequence_parallel)}
+    return {
+        "rank": dist.get_rank(),
+        "coords": pipe.coords,
+        "losses": losses,
+        "overhead": overhead,
+        "traces": traces,
+        "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()},
+        "state": state,
+        "activation": activation,
+        "pipeline": pipe.report(),
+        "replica": pipe.stage.last and (pipe.coords[2] == 0 or par.sequence_parallel),
+    }

@@ -54,8 +54,10 @@ def inner_layout(layout: ParallelLayout) -> ParallelLayout:
 def build_stage(layout: ParallelLayout) -> Stage:
     """Create every group of the pipeline (collective: all ranks call it in the same order); return this rank's."""
     if dist.get_world_size() != layout.world_size:
-        raise ConfigError(f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} x pp{layout.pp} needs "
-                          f"{layout.world_size} processes, the world has {dist.get_world_size()}; change the degrees")
+        raise ConfigError(
+            f"layout tp{layout.tp} x cp{layout.cp} x dp{layout.dp} x pp{layout.pp} needs "
+            f"{layout.world_size} processes, the world has {dist.get_world_size()}; change the degrees"
+        )
     inner = inner_layout(layout)
     width, me = inner.world_size, dist.get_rank()
     stage = Stage(me // width, layout.pp, me % width, Groups(layout))
@@ -73,8 +75,7 @@ def build_stage(layout: ParallelLayout) -> Stage:
             lo, hi = s * width + r, (s + 1) * width + r
             for kind in ("act", "grad"):
                 sides = ("act_out", "act_in") if kind == "act" else ("grad_in", "grad_out")
-                _new_group([lo, hi], "pp", created,
-                           lambda g, side=sides[0] if me == lo else sides[1]: setattr(stage, side, g))
+                _new_group([lo, hi], "pp", created, lambda g, side=sides[0] if me == lo else sides[1]: setattr(stage, side, g))
     _share_names(created)
     warm_up_groups(stage.groups)
     stage.links = [g for g in (stage.act_in, stage.grad_out, stage.act_out, stage.grad_in) if g is not None]
@@ -90,8 +91,15 @@ def _new_group(ranks: list[int], dim: str, created: list[dict], mine) -> None:
     member = dist.get_rank() in ranks
     if member:
         mine(group)
-    created.append({"name": comm.group_name(group) if member else "", "desc": f"tracekit:{dim}", "ranks": ranks,
-                    "size": len(ranks), "dimension": dim})
+    created.append(
+        {
+            "name": comm.group_name(group) if member else "",
+            "desc": f"tracekit:{dim}",
+            "ranks": ranks,
+            "size": len(ranks),
+            "dimension": dim,
+        }
+    )
 
 
 def p2p(t: torch.Tensor, group, send: bool) -> comm.Work:
@@ -107,7 +115,15 @@ def p2p(t: torch.Tensor, group, send: bool) -> comm.Work:
         inp, out, in_split, out_split, src, dst = t.contiguous(), empty, full, [0, 0], me, peer
     else:
         inp, out, in_split, out_split, src, dst = empty, t, [0, 0], full, peer, me
-    with comm.annotate("send" if send else "recv", inp if send else None, None if send else out, group,
-                       src=src, dst=dst, in_split=in_split, out_split=out_split) as ann:
+    with comm.annotate(
+        "send" if send else "recv",
+        inp if send else None,
+        None if send else out,
+        group,
+        src=src,
+        dst=dst,
+        in_split=in_split,
+        out_split=out_split,
+    ) as ann:
         work = dist.all_to_all_single(out, inp, out_split, in_split, group=group, async_op=True)
     return comm.Work(work, ann)

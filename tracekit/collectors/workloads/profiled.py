@@ -9,8 +9,9 @@ from ..profile import profile
 from .config import WorkloadConfig
 
 
-def run_steps(cfg: WorkloadConfig, out_dir, profiled: bool, one_step: Callable[[int], None], *, layout, model,
-              device) -> tuple[dict, list[str], str | None]:
+def run_steps(
+    cfg: WorkloadConfig, out_dir, profiled: bool, one_step: Callable[[int], None], *, layout, model, device
+) -> tuple[dict, list[str], str | None]:
     """Run ``one_step(i)`` for every step (under the profiler when ``profiled``, with the wait, warm-up and tail
     steps around the active ones). Returns (profiler overhead, trace paths, activation file or None)."""
     total = cfg.wait + cfg.warmup + cfg.steps + cfg.tail if profiled else cfg.steps
@@ -18,9 +19,18 @@ def run_steps(cfg: WorkloadConfig, out_dir, profiled: bool, one_step: Callable[[
         for i in range(total):
             one_step(i)
         return {}, [], None
-    with profile(out_dir, wait=cfg.wait, warmup=cfg.warmup, active=cfg.steps, layout=layout, model=model,
-                 model_dims=cfg.model_dims(device.type), activation_memory=cfg.activation_memory,
-                 workload=cfg.workload, profile_memory=cfg.profile_memory) as prof:
+    with profile(
+        out_dir,
+        wait=cfg.wait,
+        warmup=cfg.warmup,
+        active=cfg.steps,
+        layout=layout,
+        model=model,
+        model_dims=cfg.model_dims(device.type),
+        activation_memory=cfg.activation_memory,
+        workload=cfg.workload,
+        profile_memory=cfg.profile_memory,
+    ) as prof:
         for i in range(total):
             one_step(i)
             prof.step()

@@ -49,10 +49,16 @@ class RunResult:
     pipeline: tuple[dict, ...] = field(default=())  # per rank, workload pp: stage, schedule, in-flight activations
 
     def to_dict(self) -> dict:
-        return {"out_dir": str(self.out_dir), "trace_paths": [str(p) for p in self.trace_paths],
-                "manifest_path": str(self.manifest_path) if self.manifest_path else None,
-                "world_size": self.world_size, "losses": list(self.losses), "overheads": list(self.overheads),
-                "comm_stats": list(self.comm_stats), "activation_paths": [str(p) for p in self.activation_paths]}
+        return {
+            "out_dir": str(self.out_dir),
+            "trace_paths": [str(p) for p in self.trace_paths],
+            "manifest_path": str(self.manifest_path) if self.manifest_path else None,
+            "world_size": self.world_size,
+            "losses": list(self.losses),
+            "overheads": list(self.overheads),
+            "comm_stats": list(self.comm_stats),
+            "activation_paths": [str(p) for p in self.activation_paths],
+        }
 
 
 def _free_port() -> int:
@@ -71,8 +77,17 @@ def build_rank(cfg: WorkloadConfig, device):
         layers = moe.build_layers(cfg, lay, groups, par, tpi, device)
     else:
         layers = torch.nn.ModuleList(
-            Layer(shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi), cfg.heads, par, cfg.seq,
-                  cfg.dropout, cfg.torch_dtype, device) for i in range(cfg.layers))
+            Layer(
+                shard_weights(full_weights(cfg.hidden, i, cfg.seed), lay.tp, tpi),
+                cfg.heads,
+                par,
+                cfg.seq,
+                cfg.dropout,
+                cfg.torch_dtype,
+                device,
+            )
+            for i in range(cfg.layers)
+        )
     x = shard_input(full_input(cfg.seq, cfg.batch, cfg.hidden, cfg.seed), par, lay.dp, dpi)
     return lay, groups, par, layers, x.to(device=device, dtype=cfg.torch_dtype), local_positions(cfg.seq, par, device)
 
@@ -80,20 +95,24 @@ def build_rank(cfg: WorkloadConfig, device):
 def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, device) -> dict:
     if cfg.layout().pp > 1:
         from .pipeline import train_pipeline
+
         return train_pipeline(cfg, out_dir, profiled, return_state, device)
     lay, groups, par, layers, x, pos = build_rank(cfg, device)
     params = list(layers.parameters())
-    sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 \
-        else []
-    zero = ZeroSync(layers, cfg.zero_stage, groups.dp, cfg.overlap, groups.tp if sp_params else None,
-                    Layer.LN_PARAMS) if cfg.zero_stage else None
+    sp_params = [getattr(m, n) for m in layers for n in Layer.LN_PARAMS] if par.sequence_parallel and lay.tp > 1 else []
+    zero = (
+        ZeroSync(layers, cfg.zero_stage, groups.dp, cfg.overlap, groups.tp if sp_params else None, Layer.LN_PARAMS)
+        if cfg.zero_stage
+        else None
+    )
     if zero is not None:
         syncs: list = [zero]
     elif "ep" in cfg.parts:
         syncs = moe.grad_syncs(cfg, groups, par, layers)
     else:
-        syncs = [GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers,
-                          cfg.overlap)]
+        syncs = [
+            GradSync(params, groups.dp, groups.tp if sp_params else None, sp_params, cfg.bucket_numel, cfg.layers, cfg.overlap)
+        ]
     delay = step_delay_ms(cfg, dist.get_rank())
     norm = cfg.seq * cfg.batch * cfg.hidden
     losses: list[float] = []
@@ -113,10 +132,16 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             sync.finish()
         losses.append(float(loss.detach()))
         if i == 0 and return_state:
-            grads = zero.full_grads() if zero else {f"{li}.{n}": p.grad for li, m in enumerate(layers)
-                                                    for n, p in m.named_parameters()}
-            state.update(loss=float(loss.detach()), y=y.detach().float().cpu().numpy(),
-                         grads={k: g.float().cpu().numpy() for k, g in grads.items()})
+            grads = (
+                zero.full_grads()
+                if zero
+                else {f"{li}.{n}": p.grad for li, m in enumerate(layers) for n, p in m.named_parameters()}
+            )
+            state.update(
+                loss=float(loss.detach()),
+                y=y.detach().float().cpu().numpy(),
+                grads={k: g.float().cpu().numpy() for k, g in grads.items()},
+            )
         if zero:
             zero.update(1e-3)
             return
@@ -124,15 +149,21 @@ def train(cfg: WorkloadConfig, out_dir, profiled: bool, return_state: bool, devi
             for p in params:
                 p.add_(p.grad, alpha=-1e-3)
 
-    overhead, traces, activation = run_steps(cfg, out_dir, profiled, one_step, layout=groups, model=layers,
-                                             device=device)
+    overhead, traces, activation = run_steps(cfg, out_dir, profiled, one_step, layout=groups, model=layers, device=device)
     if profiled and "ep" in cfg.parts:
         moe.write_split_log(layers, out_dir, dist.get_rank())
     where = coords(lay, dist.get_rank())
-    return {"rank": dist.get_rank(), "coords": where, "losses": losses, "overhead": overhead, "traces": traces,
-            "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()}, "state": state,
-            "activation": activation,
-            "replica": where[2] == 0 or par.sequence_parallel}
+    return {
+        "rank": dist.get_rank(),
+        "coords": where,
+        "losses": losses,
+        "overhead": overhead,
+        "traces": traces,
+        "comm": {f"{d}|{op}": list(v) for (d, op), v in comm.stats().items()},
+        "state": state,
+        "activation": activation,
+        "replica": where[2] == 0 or par.sequence_parallel,
+    }
 
 
 # A rank that dies mid-run leaves its peers blocked in a collective; gloo's timeout bounds the wait.
@@ -153,8 +184,13 @@ def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     _pin(rank)
     torch.set_num_threads(1)
     comm.reset_sequences()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
     try:
         for i, (cfg, out_dir) in enumerate(jobs):
             queue.put(dict(train(cfg, out_dir, profiled, return_state, torch.device("cpu")), job=i))
@@ -171,12 +207,18 @@ def _collect(items: list[dict], cfg: WorkloadConfig, out_dir: Path) -> RunResult
     steps = len(items[0]["losses"])
     losses = tuple(sum(r["losses"][i] for r in items if r["replica"]) for i in range(steps))
     manifest = out_dir / MANIFEST_NAME
-    return RunResult(out_dir, tuple(Path(p) for r in items for p in r["traces"]),
-                     manifest if manifest.exists() else None, len(items), losses,
-                     tuple(r["overhead"] for r in items), tuple(r["comm"] for r in items),
-                     tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items),
-                     tuple(Path(r["activation"]) for r in items if r.get("activation")),
-                     tuple(dict(r["pipeline"], rank=r["rank"]) for r in items if r.get("pipeline")))
+    return RunResult(
+        out_dir,
+        tuple(Path(p) for r in items for p in r["traces"]),
+        manifest if manifest.exists() else None,
+        len(items),
+        losses,
+        tuple(r["overhead"] for r in items),
+        tuple(r["comm"] for r in items),
+        tuple(dict(r["state"], rank=r["rank"], coords=r["coords"]) for r in items),
+        tuple(Path(r["activation"]) for r in items if r.get("activation")),
+        tuple(dict(r["pipeline"], rank=r["rank"]) for r in items if r.get("pipeline")),
+    )
 
 
 def _drain(queue, procs, expected: int) -> list[dict]:
@@ -194,8 +236,10 @@ def _drain(queue, procs, expected: int) -> list[dict]:
         done = procs.join()
     errors = [it["error"] for it in items if "error" in it]
     if errors or len(items) < expected:
-        raise TracekitError("workload run failed on a rank: " + (errors[0].strip().splitlines()[-1] if errors
-                                                                  else "a rank exited without a result"))
+        raise TracekitError(
+            "workload run failed on a rank: "
+            + (errors[0].strip().splitlines()[-1] if errors else "a rank exited without a result")
+        )
     return items
 
 

@@ -48,7 +48,7 @@ class FlatLayer:
         self.world, self.index = world, index
         self.shard_numel = math.ceil(total / world)
         flat = self.flatten([p.data for p in self.params])
-        self.shard = flat[index * self.shard_numel:(index + 1) * self.shard_numel].clone()
+        self.shard = flat[index * self.shard_numel : (index + 1) * self.shard_numel].clone()
         self.grad_shard: torch.Tensor | None = None
         self.full: torch.Tensor | None = None  # zero1: the persistent whole buffer the parameters view
 
@@ -60,7 +60,7 @@ class FlatLayer:
     def views(self, full: torch.Tensor) -> list[torch.Tensor]:
         out, offset = [], 0
         for shape, n in zip(self.shapes, self.numels):
-            out.append(full[offset:offset + n].view(shape))
+            out.append(full[offset : offset + n].view(shape))
             offset += n
         return out
 
@@ -148,7 +148,7 @@ class ZeroSync:
             comm.all_reduce(grads, self.sp_group)
             offset = 0
             for g in sp:
-                g.copy_(grads[offset:offset + g.numel()].view_as(g))
+                g.copy_(grads[offset : offset + g.numel()].view_as(g))
                 offset += g.numel()
         full = flat.flatten([p.grad for p in flat.params])
         flat.grad_shard = full.new_empty(flat.shard_numel)
