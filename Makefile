@@ -6,8 +6,11 @@ PY := $(VENV)/bin/python
 # Users bring their own torch; the setup path pins the CPU build that lies on this machine class's disk.
 TORCH_SPEC ?= torch==2.13.0
 DEMO_OUT ?= out/demo
+# Bytecode is written (a shell may set PYTHONDONTWRITEBYTECODE): without it every test module is re-compiled and
+# assertion-rewritten on each run, and each `tracekit` subprocess a test starts compiles the package again.
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test venv browser clean bench gate lint format
+.PHONY: demo test test-fast venv browser clean bench gate lint format
 
 # What the demo runs: the package and torch (no test extra: neither HTA nor JupyterLab).
 $(VENV)/.demo-installed: pyproject.toml
@@ -33,6 +36,11 @@ demo: $(VENV)/.demo-installed
 
 test: venv browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The developer's fast lane: unit and architecture tests not marked slow (no multi-process runs, no HTA, no
+# sweeps). `make test` stays the whole suite and is what CI runs.
+test-fast: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/unit tests/architecture
 
 # Format, lint and types: ruff format (checked, never rewritten here), ruff, then mypy (configured in pyproject.toml).
 LINT_PATHS = tracekit tests benchmarks scripts
