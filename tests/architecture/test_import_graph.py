@@ -8,6 +8,7 @@ modules imports each other in a cycle. docs/architecture.md draws the same pictu
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m == "tracekit" or m.startswith("tracekit.")}
 
 
+@functools.cache  # one parse of the package per session, not one per parametrized module
 def _graph() -> dict[str, set[str]]:
     mods = _modules()
     known = set(mods)

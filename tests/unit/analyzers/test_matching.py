@@ -162,6 +162,7 @@ def test_matching_agrees_with_the_per_instance_reference(seed):
     assert msgs == want_msgs
 
 
+@pytest.mark.slow
 def test_the_random_tables_exercise_every_case():
     """The generator is not vacuous: over the seeds every kind of key and every mismatch occurs."""
     seen: set[str] = set()

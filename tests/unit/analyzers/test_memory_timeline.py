@@ -160,6 +160,7 @@ def _raw_memory(raw):
     return by_dev
 
 
+@pytest.mark.slow
 def test_real_trace_peaks_against_the_raw_json(raw, analysis):
     doc = analysis.to_dict()
     mt = doc["ranks"][0]["memory_timeline"]
@@ -187,6 +188,7 @@ def test_real_trace_peaks_against_the_raw_json(raw, analysis):
             assert row["peak_allocated_bytes"] == max(inside) and row["events"] == len(inside)
 
 
+@pytest.mark.slow
 def test_real_trace_allocators_against_brute_force(raw, analysis):
     mt = analysis.memory[1]
     events = _raw_memory(raw)["cuda:1"]
@@ -219,6 +221,7 @@ def test_real_trace_allocators_against_brute_force(raw, analysis):
     assert BEFORE  # the label the report uses for the unattributed bytes
 
 
+@pytest.mark.slow
 def test_real_summary_validates_and_downsamples(analysis):
     doc = analysis.to_dict()
     back = decode_summary(json.dumps(doc).encode())
@@ -233,6 +236,7 @@ def test_real_summary_validates_and_downsamples(analysis):
     assert lengths["cpu"] == 1240 and 2000 < lengths["cuda:1"] <= 4000 and more["downsampled"]
 
 
+@pytest.mark.slow
 def test_memory_points_option_on_the_command_line():
     from click.testing import CliRunner
 

@@ -24,6 +24,7 @@ from tracekit.errors import TraceFormatError
 from tracekit.loader.memory_export import CATEGORIES, read_memory_export
 from tracekit.model.events import EventKind as K
 
+pytestmark = pytest.mark.slow  # records real torch.profiler runs
 torch = pytest.importorskip("torch")
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu-more" / "memory-timeline-export.raw.gz"
 
@@ -36,6 +37,7 @@ def _net():
 _PROFILE = """
 import json, sys, warnings
 import torch
+
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 32))
 x = torch.randn(16, 32)

@@ -26,6 +26,8 @@ from tracekit.analyzers import analyze
 from tracekit.cli import cli
 from tracekit.loader.loading import LoadOptions, load
 
+pytestmark = pytest.mark.slow  # cuts real traces at hundreds of offsets
+
 CUTS = (0.3, 0.5, 0.7, 0.9, 0.99)
 GPU = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
 CROSS = ("wait_us", "transfer_us", "skew_us", "algbw_gbps", "busbw_gbps")

@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers.data import gpu_trace
+
+pytestmark = pytest.mark.slow  # each case runs the console script in a subprocess
 
 TRACE = str(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz"))
 

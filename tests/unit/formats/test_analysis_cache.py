@@ -75,6 +75,7 @@ def test_a_warm_run_prints_what_a_fresh_analysis_prints(tmp_path, fixture, fmt, 
     assert warm == first == fresh
 
 
+@pytest.mark.slow
 def test_whatever_the_summary_depends_on_invalidates_the_entry(run_dir, counted, monkeypatch, tmp_path):
     trace = run_dir / "rank0.json.gz"
 

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import msgspec
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -120,6 +121,7 @@ def critical_paths() -> tuple[tuple, ...]:
 
 @FUZZ
 @given(st.integers(0, 10**6), st.sampled_from(HOSTILE), st.booleans(), st.integers(0, 1))
+@pytest.mark.slow
 def test_hostile_critical_path_sections(tmp_path_factory, which, value, delete, command):
     """report --summary draws the critical path; check reads the rest: a hostile value anywhere in the section is
     a pass (the section is not the gate's), exit 2/3 and one line, never a traceback."""

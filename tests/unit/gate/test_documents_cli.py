@@ -13,6 +13,8 @@ import pytest
 from tests.helpers.data import gpu_trace
 from tests.helpers.summaries import tp_run
 
+pytestmark = pytest.mark.slow  # each case runs the command in a subprocess
+
 TRACE = gpu_trace("allreduce-broadcast-2rank-rank0.json.gz")
 
 

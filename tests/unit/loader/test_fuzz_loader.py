@@ -14,6 +14,7 @@ import os
 from functools import cache
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -219,6 +220,7 @@ def apply(doc: dict, edit) -> None:
 
 @FUZZ
 @given(seed=st.integers(0, 1), edits=st.lists(EDIT, min_size=1, max_size=6))
+@pytest.mark.slow
 def test_json_mutations(tmp_path_factory, seed, edits):
     doc = json.loads(json.dumps(seeds()[seed]))
     for edit in edits:
