@@ -9,6 +9,7 @@ first batch) -- and NULL becomes -1, the EventTable's "absent".
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
@@ -51,7 +52,8 @@ class Export:
             self._cur = self._conn.cursor()
             self._cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_BATCH_ROWS)})
             names = self._rows("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
-        except Exception as exc:
+        except Exception as exc:  # a corrupt database: whatever the driver raises
+            self.close()
             raise TraceFormatError(
                 f"{path}: not a readable SQLite database ({_why(exc)}); re-export it with nsys export"
             ) from None
@@ -67,10 +69,8 @@ class Export:
     def close(self) -> None:
         for obj in (getattr(self, "_cur", None), getattr(self, "_conn", None)):
             if obj is not None:
-                try:
+                with contextlib.suppress(Exception):
                     obj.close()
-                except Exception:
-                    pass
 
     def has(self, table: str) -> bool:
         return table in self.tables

@@ -61,8 +61,9 @@ def read(path: str, rules: RuleSet, max_string_bytes: int) -> list[tuple]:
         if ranges is not None:
             keep = _mask(ranges, proc)
             parts.append(Part(_take(ranges, proc), False, {k: v[keep] for k, v in coll.items()} if coll else None))
-        w = list(warnings)
+        w: list[str] = []
         table = build(parts, rules, base, w)
+        w = list(warnings) + [f"{path}: {x}" for x in w]
         info = _info(path, proc, order, len(procs), table, env, generation, (base, host_name, gpus, pnames), w)
         out.append(check_table(table, info, path, max_string_bytes))
     return out
