@@ -51,8 +51,11 @@ class Rows:
 def _select(db: Export, table: str, wanted: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
     """``wanted``: output name -> column; a column the table lacks reads as absent everywhere."""
     have = db.columns(table)
-    parts = [f"{int_of(col) if col in have else 'NULL'} AS {out}" for out, col in wanted.items()]
-    return db.ints(f'SELECT {", ".join(parts)} FROM "{table}" {where}', wanted)
+    safe = [f"{int_of(col) if col in have else 'NULL'} AS {out}" for out, col in wanted.items()]
+    plain = [f'"{col}" AS {out}' if col in have else f"NULL AS {out}" for out, col in wanted.items()]
+    return db.ints(
+        f'SELECT {", ".join(safe)} FROM "{table}" {where}', wanted, f'SELECT {", ".join(plain)} FROM "{table}" {where}'
+    )
 
 
 def _device_rows(db: Export, table: str, extra: dict[str, str] | None = None) -> dict[str, np.ndarray]:

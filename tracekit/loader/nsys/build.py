@@ -52,10 +52,13 @@ def build(parts: list[Part], rules: RuleSet, base_ns: int, warnings: list[str]) 
     order = np.argsort(col["ts"], kind="stable")
     col = {k: v[order] for k, v in col.items()}
     is_dev, name_code, cat_code = is_dev[order], name_code[order], cat_code[order]
-    coll = _coll_columns(parts, n, order)
+    at, coll = _coll_columns(parts, n, order)  # the NCCL ranges' rows and their collective fields
     name_code_safe = np.where(name_code < 0, len(names), name_code)
     names_x = [*names, ""]
-    has_coll = coll["op"] != None  # noqa: E711 -- elementwise on an object array
+    has_coll = np.zeros(n, bool)
+    has_coll[at[coll["op"] != None]] = True  # noqa: E711 -- elementwise on an object array
+    nccl = np.zeros(n, bool)
+    nccl[at] = True
     kind, is_device = classify_kinds(cat_code, cats, name_code_safe, names_x, rules, has_coll)
     kind[has_coll & ~is_device] = K.CPU_COMM_OP  # an NCCL API range: the host side of its collective
     strings: dict[str, int] = {}
@@ -78,13 +81,10 @@ def build(parts: list[Part], rules: RuleSet, base_ns: int, warnings: list[str]) 
         if k not in cols:
             cols[k] = np.full(n, ABSENT, COLUMNS[k])
     for key, out in _TEXT_COLUMNS.items():
-        cols[out][has_coll | (coll[key] != None)] = [  # noqa: E711
-            strings.setdefault(v, len(strings)) if v else ABSENT
-            for v in coll[key][has_coll | (coll[key] != None)]  # noqa: E711
-        ]
+        cols[out][at] = [strings.setdefault(v, len(strings)) if v else ABSENT for v in coll[key]]
     for key in _INT_COLUMNS:
-        cols[key] = np.where(coll[key] >= 0, coll[key], ABSENT).astype(COLUMNS[key])
-    _launched_by_nccl(cols, coll["nccl"] & ~is_device, kind)
+        cols[key][at] = np.where(coll[key] >= 0, coll[key], ABSENT)
+    _launched_by_nccl(cols, nccl & ~is_device, kind)
     comm_from_launch_context(cols, names_x, name_code_safe)
     no_groups = not (coll["pg_name"] != None).any()  # noqa: E711
     assumed = fill_collectives(cols, strings, CollRecords(), names_x, name_code_safe, world_group=no_groups)
@@ -111,17 +111,21 @@ def _cat(parts: list[Part], key: str) -> np.ndarray:
     return np.concatenate(out).astype(np.int64)
 
 
-def _coll_columns(parts: list[Part], n: int, order: np.ndarray) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {k: np.full(n, None, object) for k in _TEXT_COLUMNS}
-    out.update({k: np.full(n, ABSENT, np.int64) for k in _INT_COLUMNS})
-    out["nccl"] = np.zeros(n, bool)
-    at = 0
+def _coll_columns(parts: list[Part], n: int, order: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(the rows, in time order, of the NCCL ranges, their collective fields): only those rows carry any."""
+    where = np.empty(n, np.int64)
+    where[order] = np.arange(n)  # row in input order -> row in time order
+    rows, fields = [], []
+    base = 0
     for p in parts:
         if p.coll is not None:
-            for k in out:
-                out[k][at : at + len(p.rows)] = p.coll[k]
-        at += len(p.rows)
-    return {k: v[order] for k, v in out.items()}
+            rows.append(where[base + p.coll["rows"]])
+            fields.append(p.coll)
+        base += len(p.rows)
+    keys = (*_TEXT_COLUMNS, *_INT_COLUMNS)
+    if not rows:
+        return np.empty(0, np.int64), {k: np.empty(0, object if k in _TEXT_COLUMNS else np.int64) for k in keys}
+    return np.concatenate(rows), {k: np.concatenate([f[k] for f in fields]) for k in keys}
 
 
 def _steps(cols, kind, is_device, name_code, names, warnings: list[str]) -> np.ndarray:

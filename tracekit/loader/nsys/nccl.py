@@ -32,7 +32,7 @@ def op_of(name: str) -> str:
 
 
 def collectives(ts, te, tid, names: list[str], name: np.ndarray, nccl: np.ndarray, pay: dict[str, np.ndarray]) -> dict:
-    """Per row (the NVTX ranges): the collective columns for the NCCL calls (texts as str objects, None absent;
+    """Per row (the NCCL calls among the NVTX ranges): the collective columns (texts as str objects, None absent;
     ints -1 absent). ``pay``: the payload fields per row (-1 absent). Rows outside ``nccl`` get nothing."""
     n = len(name)
     ops = np.array([op_of(nm) for nm in names] + [""], object)[np.where(name < 0, len(names), name)]
@@ -48,7 +48,6 @@ def collectives(ts, te, tid, names: list[str], name: np.ndarray, nccl: np.ndarra
         ),
         "group_size": n_ranks,
         "dtype": np.array([datatype_name(int(d)) for d in pay["datatype"].tolist()], object),
-        "nccl": nccl.copy(),
     }
     out["in_bytes"], out["out_bytes"] = _bytes(ops, pay["bytes"], n_ranks)
     send, recv = ops == "send", ops == "recv"

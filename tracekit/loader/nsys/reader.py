@@ -41,8 +41,17 @@ def read(path: str, rules: RuleSet, max_string_bytes: int) -> list[tuple]:
             ids = nvtx.nccl_domain_ids(nvtx.domains(db))
             pay = _join(payloads.decode(db, ids), ranges.cols["row"])
             is_nccl = np.isin(ranges.cols["dom"], np.array(ids, np.int64)) if ids else np.zeros(len(ranges), bool)
-            c = ranges.cols
-            coll = nccl.collectives(c["ts"], c["te"], c["tid"], ranges.names, ranges.name, is_nccl, pay)
+            c, sel = ranges.cols, np.flatnonzero(is_nccl)  # only the NCCL calls: a few among the ranges
+            coll = nccl.collectives(
+                c["ts"][sel],
+                c["te"][sel],
+                c["tid"][sel],
+                ranges.names,
+                ranges.name[sel],
+                np.ones(len(sel), bool),
+                {k: v[sel] for k, v in pay.items()},
+            )
+            coll["rows"] = sel
             generation["nccl_ranges"] = str(int(is_nccl.sum()))
             generation["nccl_payloads"] = str(int((is_nccl & ((pay["bytes"] >= 0) | (pay["comm"] >= 0))).sum()))
         env = processes.environment(db)
@@ -59,14 +68,20 @@ def read(path: str, rules: RuleSet, max_string_bytes: int) -> list[tuple]:
     for order, proc in enumerate(procs):
         parts = [Part(_take(r, proc), True) for r in device] + [Part(_take(r, proc), False) for r in host]
         if ranges is not None:
-            keep = _mask(ranges, proc)
-            parts.append(Part(_take(ranges, proc), False, {k: v[keep] for k, v in coll.items()} if coll else None))
+            parts.append(Part(_take(ranges, proc), False, _coll_of(coll, _mask(ranges, proc)) if coll else None))
         w: list[str] = []
         table = build(parts, rules, base, w)
         w = list(warnings) + [f"{path}: {x}" for x in w]
         info = _info(path, proc, order, len(procs), table, env, generation, (base, host_name, gpus, pnames), w)
         out.append(check_table(table, info, path, max_string_bytes))
     return out
+
+
+def _coll_of(coll: dict, keep: np.ndarray) -> dict:
+    """The NCCL calls of one process: their fields, and their rows among the process's NVTX ranges."""
+    mine = keep[coll["rows"]]
+    local = (np.cumsum(keep) - 1)[coll["rows"][mine]]
+    return {**{k: v[mine] for k, v in coll.items() if k not in ("rows", "nccl")}, "rows": local}
 
 
 def _join(pay: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

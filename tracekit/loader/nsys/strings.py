@@ -14,6 +14,7 @@ import numpy as np
 from .database import ABSENT, Export, int_of, text_of
 from .schema import STRINGS
 
+_LITERAL_IDS = 50_000
 # emit_nvtx's suffixes, in the order it appends them (torch's profiler: name, seq, op_id, sizes, input_op_ids)
 _EMIT_NVTX_MARKERS = (", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = ")
 
@@ -64,6 +65,9 @@ def lookup(db: Export, used_sql: str, ids: np.ndarray, value_sql: str | None = N
     if not db.has(STRINGS) or not len(ids):
         return np.full(len(ids), ABSENT, np.int64), []
     value = value_sql or text_of("value")
+    wanted = np.unique(ids[ids >= 0])
+    if len(wanted) <= _LITERAL_IDS:  # the few names of the events: fetched by id, without scanning the events again
+        used_sql = ", ".join(map(str, wanted.tolist())) or "NULL"
     table = db.arrow(f"SELECT {int_of('id')} AS id, {value} AS value FROM {STRINGS} WHERE id IN ({used_sql})")
     if table.num_rows == 0:
         return np.full(len(ids), ABSENT, np.int64), []
