@@ -233,3 +233,61 @@ def test_directory_with_report_and_its_export_reads_the_export_once(tmp_path):
     (tmp_path / "rank0.nsys-rep").write_bytes(b"QDSTRM")
     ts = load(str(tmp_path), options=NOCACHE, executor="serial")
     assert ts.ranks == [0] and ts.info(0).source.endswith("rank0.sqlite")
+
+
+def _union(ivs):
+    total, cur = 0, None
+    for s, e in sorted(ivs):
+        if cur is None or s > cur[1]:
+            total += cur[1] - cur[0] if cur else 0
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return total + (cur[1] - cur[0] if cur else 0)
+
+
+def test_compute_and_communication_per_rank_equal_the_sql_reading(tmp_path):
+    """The generated run's per-rank compute (union of the non-NCCL kernels), communication (union of the NCCL
+    kernels) and exposed communication (NCCL time outside compute), read with sqlite3 and plain Python."""
+    import sqlite3
+
+    write_nccl_run(tmp_path, ranks=2, steps=3)
+    s = analyze(load(str(tmp_path), options=NOCACHE, executor="serial")).to_dict()
+    for r in (0, 1):
+        con = sqlite3.connect(f"file:{tmp_path / f'rank{r}.sqlite'}?mode=ro", uri=True)
+        rows = con.execute(
+            "SELECT k.start, k.\"end\", s.value LIKE 'nccl%' FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+        ).fetchall()
+        con.close()
+        comp = [(a, b) for a, b, c in rows if not c]
+        comm = [(a, b) for a, b, c in rows if c]
+        hidden = _union([(max(a, x), min(b, y)) for a, b in comm for x, y in comp if min(b, y) > max(a, x)])
+        totals = s["ranks"][r]["totals"]
+        assert totals["compute_us"] * 1000 == pytest.approx(_union(comp), abs=1)
+        assert totals["comm_us"] * 1000 == pytest.approx(_union(comm), abs=1)
+        assert totals["exposed_comm_us"] * 1000 == pytest.approx(_union(comm) - hidden, abs=1)
+
+
+@pytest.mark.parametrize(("table", "cost"), [("CUPTI_ACTIVITY_KIND_RUNTIME", "no launch edges"), ("StringIds", "no names")])
+def test_missing_table_is_a_warning_naming_its_cost(tmp_path, table, cost):
+    write_nccl_run(tmp_path, ranks=1, steps=1)
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "rank0.sqlite")
+    con.execute(f"DROP TABLE {table}")
+    con.commit()
+    con.close()
+    ts = load(str(tmp_path / "rank0.sqlite"), options=NOCACHE, executor="serial")
+    assert any(table in w and cost in w for w in ts.metadata.warnings)
+    assert int(ts.table(0).mask_kind(K.KERNEL, K.COMM).sum()) == 2
+
+
+def test_without_the_sqlite_driver_the_error_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from tracekit.errors import MissingDependencyError
+
+    write_nccl_run(tmp_path, ranks=1, steps=1)
+    monkeypatch.setitem(sys.modules, "adbc_driver_sqlite", None)
+    with pytest.raises(MissingDependencyError, match=r"tracekit\[nsys\]"):
+        load(str(tmp_path / "rank0.sqlite"), options=NOCACHE, executor="serial")

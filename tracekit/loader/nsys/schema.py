@@ -35,7 +35,7 @@ COSTS: dict[str, str] = {
     "launch or sync edges, launch statistics are empty)",
     NVTX: "no NVTX ranges: no steps (one window over the capture) and no NCCL ranges or payloads (collectives get their "
     "op from kernel names and are matched by order; nsys profile -t cuda,nvtx records them)",
-    STRINGS: "no string table: kernels and calls have no names, so no communication kernel can be recognised",
+    STRINGS: "no string table: no names for kernels, calls and ranges, so no communication kernel can be recognised",
 }
 # The tables whose presence says a database is an Nsight Systems export.
 MARKERS = (KERNEL, RUNTIME, NVTX, STRINGS, *META_TABLES)
