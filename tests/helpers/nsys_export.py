@@ -235,7 +235,8 @@ def write_nccl_run(
     """One export per rank of a data-parallel run: per step ("iteration{s}" NVTX range) a GEMM on stream 7, then an
     ncclAllReduce (NVTX range with NCCL's payload around the kernel's launch) on stream 13. Every rank's all-reduce
     kernel ends at the same true time; ``late_rank`` arrives ``late_ns`` after the others; each rank's clock runs
-    ``offsets_ns[r]`` ahead (its session start is written that much later). Returns the known answers."""
+    ``offsets_ns[r]`` ahead (its session start is written that much later); each step ends in a stream sync.
+    Returns the known answers."""
     offsets = list(offsets_ns or [0] * ranks)
     truth = {"wait_ns": {}, "transfer_ns": [], "offsets_ns": offsets, "bytes": message_bytes}
     base = 1_700_000_000_000_000_000
@@ -271,6 +272,10 @@ def write_nccl_run(
             )
             w.add_runtime([(h0 + 10_000, h0 + 30_000, gtid, corr, "cudaLaunchKernelExC_v11060")])
             w.add_kernels([(arrive, end, r, 13, corr, gpid, NCCL_KERNEL)])
+            corr += 1
+            # the step ends in a stream sync on the all-reduce's stream (the host waits for the device)
+            w.add_runtime([(h0 + 60_000, end + 20_000, gtid, corr, "cudaStreamSynchronize_v3020")])
+            w.add_sync([(end + 5_000, end + 15_000, r, 13, corr, gpid, 3)])
             corr += 1
             truth["wait_ns"].setdefault(r, []).append(None)
         w.close()
