@@ -256,7 +256,8 @@ def test_compute_and_communication_per_rank_equal_the_sql_reading(tmp_path):
     for r in (0, 1):
         con = sqlite3.connect(f"file:{tmp_path / f'rank{r}.sqlite'}?mode=ro", uri=True)
         rows = con.execute(
-            "SELECT k.start, k.\"end\", s.value LIKE 'nccl%' FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+            "SELECT k.start, k.\"end\", s.value LIKE 'nccl%' FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName"
         ).fetchall()
         con.close()
         comp = [(a, b) for a, b, c in rows if not c]
