@@ -18,7 +18,7 @@ from ...model.columns import Sparse, compact
 from ...model.events import ABSENT, COLUMNS, EventTable
 from ...model.events import EventKind as K
 from ..classify import RuleSet
-from ..columnar import _SPARSE_CANDIDATES
+from ..columnar import _LINK_READS, _SPARSE_CANDIDATES, _spread
 from ..kinds import classify_kinds, steps_of_windows
 from ..linking import CollRecords, comm_from_launch_context, fill_collectives
 from .activities import Rows
@@ -28,6 +28,24 @@ from .strings import merge
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
 _TEXT_COLUMNS = {"op": "coll_op_id", "pg_name": "pg_name_id", "dtype": "dtype_id"}
 _INT_COLUMNS = ("group_size", "in_bytes", "out_bytes", "src_rank", "dst_rank")
+# the columns fill_collectives writes (the op, group, sizes, ranks of a collective)
+_COLLECTIVE_COLUMNS = (
+    "coll_op_id",
+    "pg_name_id",
+    "pg_desc_id",
+    "pg_ranks_id",
+    "group_size",
+    "dtype_id",
+    "in_nelems",
+    "out_nelems",
+    "in_bytes",
+    "out_bytes",
+    "in_split_id",
+    "out_split_id",
+    "seq",
+    "src_rank",
+    "dst_rank",
+)
 
 
 @dataclass
@@ -49,10 +67,15 @@ def build(parts: list[Part], rules: RuleSet, base_ns: int, warnings: list[str]) 
     col = {k: _cat(parts, k) for k in ("ts", "te", "corr", "bytes", "device", "stream", "tid", "pid")}
     is_dev = np.concatenate([np.full(len(p.rows), p.device) for p in parts])
     name_code, cat_code = np.concatenate(codes), np.concatenate(cat_codes)
+    del codes, cat_codes
+    at, coll = _coll_columns(parts, n, col["ts"])  # the NCCL ranges' rows (in time order) and their fields
+    for p in parts:  # the parts' columns are in ``col`` now: let them go (the largest arrays of the load)
+        p.rows.cols.clear()
     order = np.argsort(col["ts"], kind="stable")
-    col = {k: v[order] for k, v in col.items()}
+    for k in col:  # one column at a time, each old one freed as it is replaced
+        col[k] = col[k][order]
     is_dev, name_code, cat_code = is_dev[order], name_code[order], cat_code[order]
-    at, coll = _coll_columns(parts, n, order)  # the NCCL ranges' rows and their collective fields
+    del order
     name_code_safe = np.where(name_code < 0, len(names), name_code)
     names_x = [*names, ""]
     has_coll = np.zeros(n, bool)
@@ -77,25 +100,49 @@ def build(parts: list[Part], rules: RuleSet, base_ns: int, warnings: list[str]) 
         "external_id": np.full(n, ABSENT, np.int64),
     }
     cols["step"] = _steps(cols, kind, is_device, name_code_safe, names_x, warnings)
-    for k in COLUMNS:
-        if k not in cols:
-            cols[k] = np.full(n, ABSENT, COLUMNS[k])
-    for key, out in _TEXT_COLUMNS.items():
-        cols[out][at] = [strings.setdefault(v, len(strings)) if v else ABSENT for v in coll[key]]
-    for key in _INT_COLUMNS:
-        cols[key][at] = np.where(coll[key] >= 0, coll[key], ABSENT)
     _launched_by_nccl(cols, nccl & ~is_device, kind)
     comm_from_launch_context(cols, names_x, name_code_safe)
-    no_groups = not (coll["pg_name"] != None).any()  # noqa: E711
-    assumed = fill_collectives(cols, strings, CollRecords(), names_x, name_code_safe, world_group=no_groups)
+    assumed = _collectives(cols, strings, at, coll, names_x, name_code_safe)
     if assumed:
         warnings.append(
             f"{assumed} collectives name no communicator (no NCCL payloads in the export); they are assumed to run "
             "on the world group and are matched across ranks by their order"
         )
-    cols["mem_bytes"] = np.where(np.isin(cols["kind"], (K.MEMCPY, K.MEMSET)), col["bytes"], ABSENT)
-    ordered: dict[str, np.ndarray | Sparse] = {k: np.ascontiguousarray(cols.pop(k), dtype=COLUMNS[k]) for k in COLUMNS}
+    copies = np.flatnonzero(np.isin(cols["kind"], (K.MEMCPY, K.MEMSET)))
+    full: dict[str, np.ndarray | Sparse] = {k: v for k, v in cols.items()}
+    full["mem_bytes"] = _spread(col["bytes"][copies], copies, n)
+    for k in COLUMNS:
+        if k not in full:  # the memory columns of Kineto's [memory] events: absent everywhere
+            full[k] = Sparse(n, np.empty(0, np.int32), np.empty(0, COLUMNS[k]))
+    ordered = {k: full.pop(k) for k in COLUMNS}
     return EventTable(compact(ordered, _SPARSE_CANDIDATES), tuple(strings))
+
+
+def _collectives(cols, strings: dict[str, int], at: np.ndarray, coll: dict, names: list[str], name_code) -> int:
+    """The collective columns, filled on the rows that can hold them only (as the Kineto builder does): the NCCL
+    ranges, communication, syncs and the launches of communication kernels; then spread, sparse, to the table."""
+    kind, corr, n = cols["kind"], cols["correlation"], len(cols["kind"])
+    mask = np.isin(kind, (K.COMM, K.CPU_COMM_OP, K.SYNC))
+    mask[at] = True
+    comm_corr = np.unique(corr[(kind == K.COMM) & (corr >= 0)])
+    launches = np.flatnonzero(kind == K.RUNTIME)
+    if len(comm_corr) and len(launches):
+        pos = np.minimum(np.searchsorted(comm_corr, corr[launches]), len(comm_corr) - 1)
+        mask[launches[comm_corr[pos] == corr[launches]]] = True
+    rows = np.flatnonzero(mask)
+    sub = {k: cols[k][rows] for k in _LINK_READS}
+    sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in _COLLECTIVE_COLUMNS)
+    mine = np.searchsorted(rows, at)
+    for key, out in _TEXT_COLUMNS.items():
+        sub[out][mine] = [strings.setdefault(v, len(strings)) if v else ABSENT for v in coll[key]]
+    for key in _INT_COLUMNS:
+        sub[key][mine] = np.where(coll[key] >= 0, coll[key], ABSENT)
+    no_groups = not (coll["pg_name"] != None).any()  # noqa: E711 -- elementwise on an object array
+    assumed = fill_collectives(sub, strings, CollRecords(), names, name_code[rows], world_group=no_groups)
+    cols["step"][rows] = sub["step"]
+    for k in _COLLECTIVE_COLUMNS:
+        cols[k] = _spread(sub.pop(k), rows, n)
+    return assumed
 
 
 def _cat(parts: list[Part], key: str) -> np.ndarray:
@@ -111,21 +158,26 @@ def _cat(parts: list[Part], key: str) -> np.ndarray:
     return np.concatenate(out).astype(np.int64)
 
 
-def _coll_columns(parts: list[Part], n: int, order: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _coll_columns(parts: list[Part], n: int, ts: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(the rows, in time order, of the NCCL ranges, their collective fields): only those rows carry any."""
-    where = np.empty(n, np.int64)
-    where[order] = np.arange(n)  # row in input order -> row in time order
     rows, fields = [], []
     base = 0
     for p in parts:
         if p.coll is not None:
-            rows.append(where[base + p.coll["rows"]])
+            rows.append(base + p.coll["rows"])
             fields.append(p.coll)
         base += len(p.rows)
     keys = (*_TEXT_COLUMNS, *_INT_COLUMNS)
     if not rows:
         return np.empty(0, np.int64), {k: np.empty(0, object if k in _TEXT_COLUMNS else np.int64) for k in keys}
-    return np.concatenate(rows), {k: np.concatenate([f[k] for f in fields]) for k in keys}
+    pre = np.concatenate(rows)  # positions before the sort by time -> after: the stable rank of each
+    order = np.argsort(ts, kind="stable")
+    where = np.empty(n, np.int64)
+    where[order] = np.arange(n)
+    at = where[pre]
+    del where, order
+    sort = np.argsort(at, kind="stable")
+    return at[sort], {k: np.concatenate([f[k] for f in fields])[sort] for k in keys}
 
 
 def _steps(cols, kind, is_device, name_code, names, warnings: list[str]) -> np.ndarray:

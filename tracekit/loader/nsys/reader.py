@@ -66,9 +66,10 @@ def read(path: str, rules: RuleSet, max_string_bytes: int) -> list[tuple]:
     procs = _gpu_processes(device)
     out = []
     for order, proc in enumerate(procs):
-        parts = [Part(_take(r, proc), True) for r in device] + [Part(_take(r, proc), False) for r in host]
+        one = len(procs) == 1  # the only rank takes the rows themselves (build lets them go); several take copies
+        parts = [Part(_take(r, proc, one), True) for r in device] + [Part(_take(r, proc, one), False) for r in host]
         if ranges is not None:
-            parts.append(Part(_take(ranges, proc), False, _coll_of(coll, _mask(ranges, proc)) if coll else None))
+            parts.append(Part(_take(ranges, proc, one), False, _coll_of(coll, _mask(ranges, proc)) if coll else None))
         w: list[str] = []
         table = build(parts, rules, base, w)
         w = list(warnings) + [f"{path}: {x}" for x in w]
@@ -115,9 +116,9 @@ def _mask(rows: Rows, proc: int) -> np.ndarray:
     return (p == proc) | (p == 0) if proc != 0 else np.ones(len(p), bool)
 
 
-def _take(rows: Rows, proc: int) -> Rows:
+def _take(rows: Rows, proc: int, share: bool) -> Rows:
     keep = _mask(rows, proc)
-    if keep.all():
+    if share and keep.all():
         return rows
     return Rows({k: v[keep] for k, v in rows.cols.items()}, rows.name[keep], rows.names, rows.cat[keep], rows.cats)
 
