@@ -35,6 +35,10 @@ def test_two_exports_of_one_run_match_with_known_wait_transfer_and_offset(tmp_pa
         assert c["wait_us"] * 1000 == pytest.approx(truth["wait_ns"][c["rank"]][c["step"]], abs=1000)  # µs floats of epoch ns
         assert c["transfer_us"] * 1000 == pytest.approx(truth["transfer_ns"][c["step"]], abs=1000)
     assert [st["step"] for st in s["ranks"][0]["steps"]] == [0, 1, 2]
+    # both members of the communicator are loaded: its ranks are known, and it is the world group
+    (group,) = s["by_process_group"]
+    assert group["ranks"] == [0, 1] and group["dimension"] == "world"
+    assert analyze(ts, dim_map=("0x5eed*=dp",)).to_dict()["by_process_group"][0]["dimension"] == "dp"
 
 
 def test_nccl_payload_fields_reach_the_kernel(tmp_path):

@@ -87,18 +87,23 @@ def build(parts: list[Part], rules: RuleSet, base_ns: int, warnings: list[str]) 
     strings: dict[str, int] = {}
     name_map = np.array([strings.setdefault(s, len(strings)) for s in names] + [ABSENT], np.int32)
     cat_map = np.array([strings.setdefault(s, len(strings)) for s in cats] + [ABSENT], np.int32)
+    ts, te = col.pop("ts"), col.pop("te")
+    te -= ts  # in place: the duration
+    ts += np.int64(base_ns)
+    device, stream, tid = col.pop("device"), col.pop("stream"), col.pop("tid")
     cols: dict[str, np.ndarray] = {
-        "ts_ns": col["ts"] + np.int64(base_ns),
-        "dur_ns": np.maximum(col["te"] - col["ts"], 0),
+        "ts_ns": ts,
+        "dur_ns": np.maximum(te, 0, out=te),
         "kind": kind.astype(np.int8),
-        "device": np.where(is_device, np.clip(col["device"], -1, 2**15 - 1), -1).astype(np.int16),
-        "pid": np.where(is_device, col["device"], col["pid"]),
-        "stream": np.where(is_device, col["stream"], col["tid"]),
+        "device": np.where(is_device, np.clip(device, -1, 2**15 - 1), -1).astype(np.int16),
+        "pid": np.where(is_device, device, col.pop("pid")),
+        "stream": np.where(is_device, stream, tid),
         "name_id": name_map[name_code_safe],
         "cat_id": cat_map[np.where(cat_code < 0, len(cats), cat_code)],
-        "correlation": col["corr"],
+        "correlation": col.pop("corr"),
         "external_id": np.full(n, ABSENT, np.int64),
     }
+    del ts, te, device, stream, tid
     cols["step"] = _steps(cols, kind, is_device, name_code_safe, names_x, warnings)
     _launched_by_nccl(cols, nccl & ~is_device, kind)
     comm_from_launch_context(cols, names_x, name_code_safe)

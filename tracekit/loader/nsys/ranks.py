@@ -7,7 +7,13 @@ in the warnings, since a wrong guess would pair the wrong peers."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+import numpy as np
+
+from ...model.columns import Columns
+from ...model.events import EventTable
+from ...model.traceset import RankInfo
 from .reader import with_rank
 
 
@@ -31,7 +37,46 @@ def assign(files: list[str], results: list[list[tuple]]) -> tuple[list[str], lis
             info = with_rank(info, given[i], world if len(flat) > 1 else 1, note if len(flat) > 1 else None)
         out_files.append(path)
         out.append((table, info))
-    return out_files, out
+    return out_files, members(out)
+
+
+def members(results: list[tuple]) -> list[tuple]:
+    """Each communicator's member ranks, where every member is loaded (as many ranks name it as its size says):
+    written as the group's ``pg_ranks`` text ("[0, 1]"), so that the analysis knows the group (the world group
+    is the dimension ``world``); NCCL's payloads name a communicator by its hash only."""
+    seen: dict[str, set[int]] = {}
+    sizes: dict[str, int] = {}
+    for _, info in results:
+        for pg in info.process_groups:
+            seen.setdefault(pg.name, set()).add(info.rank)
+            sizes[pg.name] = max(sizes.get(pg.name, 0), pg.size)
+    known = {name: tuple(sorted(r)) for name, r in seen.items() if sizes.get(name, 0) == len(r) > 1}
+    if not known:
+        return results
+    return [_with_members(table, info, known) for table, info in results]
+
+
+def _with_members(table: EventTable, info: RankInfo, known: dict[str, tuple[int, ...]]) -> tuple:
+    mine = {pg.name: known[pg.name] for pg in info.process_groups if pg.name in known}
+    if not mine:
+        return table, info
+    strings = list(table.strings)
+    col = np.array(table["pg_ranks_id"], dtype=np.int32)
+    for name, ranks in mine.items():
+        text = "[" + ", ".join(map(str, ranks)) + "]"
+        sid = table.string_id(text)
+        if sid < 0:
+            sid = len(strings)
+            strings.append(text)
+        col[table["pg_name_id"] == table.string_id(name)] = sid
+    cols = (
+        table.columns.replace({"pg_ranks_id": col})
+        if isinstance(table.columns, Columns)
+        else {**table.columns, "pg_ranks_id": col}
+    )
+    groups = tuple(replace(pg, ranks=mine.get(pg.name, pg.ranks)) for pg in info.process_groups)
+    texts = {"[" + ", ".join(map(str, r)) + "]": r for r in mine.values()}
+    return EventTable(cols, tuple(strings)), replace(info, process_groups=groups, group_ranks={**info.group_ranks, **texts})
 
 
 def _natural(path: str) -> tuple:
