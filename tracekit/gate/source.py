@@ -13,14 +13,15 @@ from ..formats.outputs import write_output
 from ..formats.summary import read_summary_as_written
 from .metrics import RunMetrics
 
-_TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
+_TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json", ".sqlite", ".nsys-rep")  # Kineto; Nsight exports
 _SNIFF_BYTES = 2**20
 
 
 def _is_trace(path: Path) -> bool:
-    """A Kineto trace names ``traceEvents`` near its start (after the header); a summary never does."""
+    """A Kineto trace names ``traceEvents`` near its start (after the header), an Nsight export is an SQLite
+    database; a summary is neither."""
     head = core.read_bytes(path, error=SummaryFormatError, limit_read=_SNIFF_BYTES)
-    return b'"traceEvents"' in head
+    return b'"traceEvents"' in head or head.startswith(b"SQLite format 3\x00")
 
 
 def summary_from_traces(path: Path, window: str | None = None, options: Any = None, executor: Any = None) -> dict[str, Any]:

@@ -25,13 +25,14 @@ _KEY = b"tracekit"
 _MAX_META_BYTES = 512 * 1024**2
 
 
-def cache_path(path: str, cache_dir: str | None) -> str:
+def cache_path(path: str, cache_dir: str | None, part: str = "") -> str:
+    """``part``: which of the ranks of one source (an Nsight export holds one per GPU process), in the name."""
     src = os.path.abspath(path)
     digest = hashlib.sha1(src.encode()).hexdigest()[:12]
     base = os.path.basename(src)
     if cache_dir is None:
         cache_dir = os.environ.get("TRACEKIT_CACHE_DIR") or os.path.join(os.path.dirname(src), ".tracekit_cache")
-    return os.path.join(cache_dir, f"{base}.{digest}.parquet")
+    return os.path.join(cache_dir, f"{base}.{digest}{part}.parquet")
 
 
 def source_stamp(path: str) -> dict | None:
@@ -43,9 +44,9 @@ def source_stamp(path: str) -> dict | None:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "schema": SCHEMA_VERSION}
 
 
-def read_cache(path: str, options, notes: list[str] | None = None) -> tuple[EventTable, RankInfo] | None:
+def read_cache(path: str, options, notes: list[str] | None = None, part: str = "") -> tuple[EventTable, RankInfo] | None:
     """The cached (table, info) of ``path``, or None: absent, stale, or invalid (then a line in ``notes``)."""
-    target = cache_path(path, options.cache_dir)
+    target = cache_path(path, options.cache_dir, part)
     if not os.path.isfile(target):
         return None
     why: str | None
@@ -119,7 +120,7 @@ def validate(table: EventTable, info: RankInfo) -> str | None:
     return None
 
 
-def write_cache(path: str, options, table: EventTable, info: RankInfo, stamp: dict | None = None) -> None:
+def write_cache(path: str, options, table: EventTable, info: RankInfo, stamp: dict | None = None, part: str = "") -> None:
     """``stamp``: the source's ``source_stamp`` taken before it was read (now, if not given)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,7 +128,7 @@ def write_cache(path: str, options, table: EventTable, info: RankInfo, stamp: di
     stamp = stamp if stamp is not None else source_stamp(path)
     if stamp is None or stamp != source_stamp(path):
         return  # the trace changed while it was read: caching what was read would serve it as current
-    target = cache_path(path, options.cache_dir)
+    target = cache_path(path, options.cache_dir, part)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         meta = {"stamp": stamp, "rules": _rules_key(options), "strings": list(table.strings), "info": info.to_dict()}

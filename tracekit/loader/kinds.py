@@ -203,12 +203,18 @@ def generation_of(cats: Iterable[str]) -> str:
 def assign_steps(cols, kind, names, name_codes, is_device) -> np.ndarray:
     """Host events take the ProfilerStep enclosing them; device work the step of the host call that
     launched it (launch -> kernel correlation)."""
+    srows = np.flatnonzero(kind == K.STEP)
+    numbers = np.array([int(STEP_RE.sub(r"\1", names[c])) for c in name_codes[srows]], dtype=np.int32)
+    return steps_of_windows(cols, kind, srows, numbers, is_device)
+
+
+def steps_of_windows(cols, kind, srows: np.ndarray, numbers: np.ndarray, is_device) -> np.ndarray:
+    """The step of every row, given the step windows (rows ``srows``, numbered ``numbers``): a host event takes the
+    window enclosing it, device work the step of the launch its correlation id names."""
     n = len(kind)
     step = np.full(n, ABSENT, dtype=np.int32)
-    srows = np.flatnonzero(kind == K.STEP)
     if len(srows) == 0:
         return step
-    numbers = np.array([int(STEP_RE.sub(r"\1", names[c])) for c in name_codes[srows]], dtype=np.int32)
     order = np.argsort(cols["ts_ns"][srows], kind="stable")
     srows, numbers = srows[order], numbers[order]
     starts, ends = cols["ts_ns"][srows], cols["ts_ns"][srows] + cols["dur_ns"][srows]

@@ -37,6 +37,8 @@ from .decode import (
 )
 from .executors import map_files
 from .files import check_env
+from .nsys import is_export, load_export
+from .nsys.ranks import assign as assign_ranks
 from .paths import find_traces
 from .split import fill, load_split
 from .stream import EventStream, NotStreamable
@@ -139,11 +141,33 @@ def load(paths, *, options: LoadOptions | None = None, executor=None, progress: 
     "serial", a ``concurrent.futures`` executor, or a dask ``Client``/"dask://host:port"."""
     options = options or LoadOptions()
     files = find_traces(paths)
-    if len(files) == 1 and executor in (None, "process") and options.split == 1:
-        options = replace(options, split=os.cpu_count() or 1)  # one file: its pieces on every core
-    results = map_files(load_file, files, options, executor=executor, progress=progress)
+    if any(is_export(f) for f in files):  # Nsight exports: each may hold several ranks (loader/nsys)
+        files, results = _load_with_exports(files, options, executor, progress)
+    else:
+        if len(files) == 1 and executor in (None, "process") and options.split == 1:
+            options = replace(options, split=os.cpu_count() or 1)  # one file: its pieces on every core
+        results = map_files(load_file, files, options, executor=executor, progress=progress)
     manifest, manifest_warnings = _manifest_for(paths)
     return assemble(files, results, manifest, (*options.rules.notes, *manifest_warnings))
+
+
+def load_ranks(path: str, options: LoadOptions) -> list[tuple[EventTable, RankInfo]]:
+    """Every rank one file holds: an Nsight export's GPU processes, or a Kineto trace's one rank."""
+    if is_export(path):
+        return [(table, with_group_ranks(table, info)) for table, info in load_export(path, options)]
+    return [load_file(path, options)]
+
+
+def _load_with_exports(files: list[str], options: LoadOptions, executor, progress) -> tuple[list[str], list]:
+    """(a file per rank, (table, info) per rank) of a run given as Nsight exports (and Kineto traces)."""
+    per_file = map_files(load_ranks, files, options, executor=executor, progress=progress)
+    nsys = [i for i, f in enumerate(files) if is_export(f)]
+    out_files, results = assign_ranks([files[i] for i in nsys], [per_file[i] for i in nsys])
+    for i, f in enumerate(files):
+        if not is_export(f):
+            out_files.append(f)
+            results += per_file[i]
+    return out_files, results
 
 
 def assemble(

@@ -41,6 +41,13 @@ class TraceBytes:
 
 
 def read_trace_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> TraceBytes:
+    from .nsys import is_export
+
+    if is_export(path):  # an Nsight export has no trace bytes: its loaded events, written as a Chrome trace
+        from .nsys.chrome import trace_members
+
+        members, pids = trace_members(path, limits if isinstance(limits, StreamLimits) else StreamLimits(limits))
+        return TraceBytes(members, pids)
     data = read_bytes(path, limits)
     if _NOT_BLANK.search(data) is None:
         raise TraceFormatError(f"{path}: empty file; was the profiler stopped before export?")

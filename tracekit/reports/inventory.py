@@ -63,6 +63,9 @@ def _rank_lines(r: dict[str, Any]) -> list[str]:
     if r["comm_by_library"]:
         lines.append("communication by rule: " + ", ".join(f"{k} ×{n}" for k, n in sorted(r["comm_by_library"].items())))
     lines += [f"process group {pg['name']} '{pg['desc']}' ranks {_ranks(pg['ranks'])}" for pg in r["process_groups"]]
+    if r.get("window_candidates"):
+        shown = ", ".join(f"{name!r} ×{n}" for name, n in r["window_candidates"])
+        lines.append(f"annotations (candidates for --window NAME): {shown}")
     return lines
 
 

@@ -50,6 +50,7 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
             by_rule[rule.library if rule else "collective metadata"] += int(count)
         ops = Counter(f"{op or '?'}@{pg or '?'}" for op, pg in zip(t.decode("coll_op_id")[comm], t.decode("pg_name_id")[comm]))
         span = (int(t["ts_ns"].min()), int(t.end_ns.max())) if len(t) else (0, 0)
+        candidates = window_candidates(t)
         ranks.append(
             {
                 "rank": rank,
@@ -63,6 +64,7 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
                 "streams": [f"{d}:{s}" for d, s in streams],
                 "comm_by_library": dict(by_rule),
                 "collectives": dict(ops),
+                "window_candidates": candidates,
                 "process_groups": [pg.to_dict() for pg in info.process_groups],
                 "generation": dict(info.generation),
                 "span_ns": span,
@@ -71,3 +73,12 @@ def describe(ts: TraceSet, rules: RuleSet | None = None, window: str | None = No
             }
         )
     return Inventory(ts.metadata.world_size, tuple(ranks), tuple(ts.metadata.warnings))
+
+
+def window_candidates(t, top: int = 10) -> list[list]:
+    """The host annotations (NVTX ranges, record_function scopes) by count, most frequent first: the names a user can
+    give ``--window`` when the trace has no ProfilerStep (as [name, count], ties by name)."""
+    m = t.mask_kind(K.ANNOTATION) & (t["device"] < 0) & (t["name_id"] >= 0)
+    ids, counts = np.unique(t["name_id"][m], return_counts=True)
+    order = sorted(zip((-counts).tolist(), [t.strings[i] for i in ids.tolist()]))[:top]
+    return [[name, -n] for n, name in order]
