@@ -222,3 +222,11 @@ def test_the_bundle_is_lean_and_cdn_mode_is_tiny(browser, tmp_path):
         check_numbers(page, summary)  # the tables need no network
     finally:
         page.close()
+
+
+def test_the_steps_table_stands_in_for_a_collapsed_heat_map_and_stays_short():
+    from tracekit.reports import html_steps
+
+    many = html_steps.context(make_summary(n_ranks=1, n_steps=100, per_step=1, hostile=False))
+    assert len(many["table"].rows) == html_steps.MAX_ROWS and "64 of 100 steps shown" in many["note"]
+    assert html_steps.context(make_summary(n_ranks=4, n_steps=3, per_step=1, hostile=False))["table"] is None  # the map has them

@@ -28,7 +28,7 @@ def context(summary: Mapping) -> dict:
     ranks = summary.get("ranks") or []
     cells = [(i, j, s) for i, r in enumerate(ranks) for j, s in enumerate(r.get("steps") or [])]
     partial = [c for c in cells if not c[2].get("complete", True)]
-    if not cells or (not partial and (len(cells) > MAX_ROWS or explain.heatmap_reason(summary) is None)):
+    if not cells or (not partial and explain.heatmap_reason(summary) is None):
         return {"table": None, "partial": 0, "note": None}
     picked = cells if len(cells) <= MAX_ROWS else (partial + [c for c in cells if c not in partial])[:MAX_ROWS]
     picked = sorted(picked, key=lambda c: (c[0], c[1]))
