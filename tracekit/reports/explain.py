@@ -10,7 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..formats import units
-from .view import loaded
+from .view import loaded, profiler_overhead
+
+# profiler_overhead lives in view (its overview line; view imports nothing of this module): re-exported here
+__all__ = [
+    "dimension_notes",
+    "gloo_reduce_scatter",
+    "heatmap_reason",
+    "loaded",
+    "one_rank",
+    "profiler_overhead",
+    "share_notes",
+    "stragglers_reason",
+    "timeline_reason",
+]
 
 
 def one_rank(summary: Mapping) -> bool:
@@ -76,27 +89,6 @@ def gloo_reduce_scatter(summary: Mapping) -> str | None:
         "whole input and keeps this rank's slice. The time is real; the bytes moved are an all-reduce's, not NCCL's "
         "reduce-scatter's."
     )
-
-
-def profiler_overhead(summary: Mapping) -> str | None:
-    """The recorded run's profiler overhead from run.json (``tracekit run``/``tracekit.profile``): the profiled step
-    against the unprofiled steps before recording. Every time in the report includes it."""
-    over = ((summary.get("run") or {}).get("manifest") or {}).get("profiler_overhead") or {}
-    prof, base = over.get("profiled_step_ns"), over.get("unprofiled_step_ns")
-    if not (isinstance(prof, int) and isinstance(base, int) and prof > 0 and base > 0):
-        return None
-    n_prof, n_base = over.get("profiled_steps"), over.get("unprofiled_steps")
-    calls = over.get("profiler_calls_ns")
-    text = (
-        f"{units.signed_percent(prof / base - 1.0)} per recorded step on rank {over.get('rank', 0)}: "
-        f"{units.duration(prof / 1e3)} profiled (mean of {n_prof}) against {units.duration(base / 1e3)} unprofiled "
-        f"(mean of {n_base}); the times in this report include it"
-    )
-    if isinstance(n_base, int) and n_base < 2:
-        text += " (one unprofiled step: a rough baseline on a busy machine)"
-    if isinstance(calls, int) and calls > 0:
-        text += f"; {units.duration(calls / 1e3)} in the profiler's start, stop and export"
-    return text
 
 
 def share_notes(summary: Mapping) -> list[str]:

@@ -143,7 +143,7 @@ def overview(summary: Mapping) -> list[tuple[str, str]]:
         ("ranks loaded", ranks_loaded(summary)),
         ("steps", _span(steps) + _left_out(ranks)),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
-    ] + [("profiler overhead", over) for over in [_overhead(summary)] if over]
+    ] + [("profiler overhead", over) for over in [profiler_overhead(summary)] if over]
 
 
 _AXES = ("tp", "cp", "dp", "pp", "ep")
@@ -164,10 +164,25 @@ def layout_text(layout: Mapping) -> str:
     return ", ".join([" × ".join(degrees)] * bool(degrees) + extra) or "unknown"
 
 
-def _overhead(summary: Mapping) -> str | None:
-    from .explain import profiler_overhead
-
-    return profiler_overhead(summary)
+def profiler_overhead(summary: Mapping) -> str | None:
+    """The recorded run's profiler overhead from run.json (``tracekit run``/``tracekit.profile``): the profiled step
+    against the unprofiled steps before recording. Every time in the report includes it."""
+    over = ((summary.get("run") or {}).get("manifest") or {}).get("profiler_overhead") or {}
+    prof, base = over.get("profiled_step_ns"), over.get("unprofiled_step_ns")
+    if not (isinstance(prof, int) and isinstance(base, int) and prof > 0 and base > 0):
+        return None
+    n_prof, n_base = over.get("profiled_steps"), over.get("unprofiled_steps")
+    calls = over.get("profiler_calls_ns")
+    text = (
+        f"{units.signed_percent(prof / base - 1.0)} per recorded step on rank {over.get('rank', 0)}: "
+        f"{units.duration(prof / 1e3)} profiled (mean of {n_prof}) against {units.duration(base / 1e3)} unprofiled "
+        f"(mean of {n_base}); the times in this report include it"
+    )
+    if isinstance(n_base, int) and n_base < 2:
+        text += " (one unprofiled step: a rough baseline on a busy machine)"
+    if isinstance(calls, int) and calls > 0:
+        text += f"; {units.duration(calls / 1e3)} in the profiler's start, stop and export"
+    return text
 
 
 def _left_out(ranks) -> str:
