@@ -107,3 +107,11 @@ def test_metric_style_of_the_gate():
     assert units.change(None) == "new"
     assert units.change(0.2) == "+20.0%"
     assert units.change(-0.125) == "-12.5%"
+
+
+def test_tiny_shares_and_cells_never_read_zero():
+    """A 22 µs collective in a 400 ms step is not "0.0 %"; a column cell that would round to 0 says "<0.01"."""
+    assert units.percent(22 / 400_000) == "< 0.1 %" and units.percent(0.0) == "0.0 %" and units.percent(-1e-5) == "> -0.1 %"
+    assert units.column("busbw_gbps", [0.02134, 0.00412, None]) == ("GB/s", ["0.0213", "0.0041", "—"])
+    assert units.column("bytes", [10 * 2**20, 4, 0]) == ("MiB", ["10.00", "<0.01", "0.00"])
+    assert units.duration_scale(999.0) == ("µs", 1.0) and units.bytes_scale(2**30) == ("GiB", 2.0**30)

@@ -10,6 +10,16 @@ import click
 from .common import build_load_options, load_options
 
 
+def allow_partial_option(f):
+    """--allow-partial (`analyze`, `report`): a run without a whole step is shown instead of refused."""
+    return click.option(
+        "--allow-partial",
+        is_flag=True,
+        help="When no step is whole (a truncated trace), show the partial steps instead of exit 3: their figures "
+        "are marked partial and kept out of every total, as the gate does.",
+    )(f)
+
+
 def analysis_options(f):
     """The loader options plus --dim-map, --no-align-clocks and --window."""
     f = window_option(f)
@@ -57,6 +67,7 @@ def analysis_from_traces(
     window: str | None = None,
     critical_path: bool = False,
     memory_points: int = 1000,
+    allow_partial: bool = False,
     **load_kw,
 ):
     """``tracekit.loader.loading.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
@@ -73,6 +84,7 @@ def analysis_from_traces(
         window=window,
         critical_path=critical_path,
         memory_points=memory_points,
+        allow_empty=allow_partial,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..formats.outputs import check_output, open_output, write_output
-from ._analysis import analysis_from_traces, analysis_options
+from ._analysis import allow_partial_option, analysis_from_traces, analysis_options
 from .common import input_files
 from .output import text
 
@@ -80,6 +80,7 @@ def _cached_summary(paths, analysis) -> dict:
 @click.option("--full-names", is_flag=True, help="Whole kernel signatures instead of short names.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the top-N tables.")
 @analysis_options
+@allow_partial_option
 def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_names, top, **analysis):
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
     from .progress import progress

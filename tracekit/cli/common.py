@@ -28,7 +28,12 @@ def load_options(f):
         "more than 200x past 16 MiB (TRACEKIT_MAX_GZIP_RATIO).",
     )(f)
     f = click.option("--executor", default=None, help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
-    f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
+    f = click.option(
+        "--cache-dir",
+        default=None,
+        help="Cache directory (default: $TRACEKIT_CACHE_DIR, else $XDG_CACHE_HOME/tracekit, else ~/.cache/tracekit; "
+        "never the trace's folder).",
+    )(f)
     f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(
         f
     )

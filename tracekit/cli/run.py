@@ -59,7 +59,12 @@ def _workloads_epilog() -> str:
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
-@click.option("--batch", type=int, default=2, show_default=True)
+@click.option(
+    "--batch",
+    type=int,
+    default=None,
+    help="Global batch (default: --microbatches x the dp degree when --microbatches is given, else 2).",
+)
 @click.option("--dtype", type=click.Choice(sorted(WORKLOAD_TORCH_NAMES)), default="fp32", show_default=True)
 @click.option(
     "--overlap/--no-overlap",
@@ -134,7 +139,7 @@ def run(
         seq=seq,
         hidden=hidden,
         heads=heads,
-        batch=batch,
+        batch=batch or 2,
         dtype=dtype,
         overlap=overlap,
         steps=steps,
@@ -148,8 +153,10 @@ def run(
         capacity_factor=capacity_factor,
         delay=delay,
     )
+    if batch is None and microbatches is not None:  # a default follows the flags given: one sample per microbatch
+        cfg = replace(cfg, batch=microbatches * cfg.layout().dp)
     if microbatches is None:
-        per_dp = max(batch // cfg.layout().dp, 1)
+        per_dp = max(cfg.batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
         microbatches = cfg.microbatches
     check_env()  # TRACEKIT_COLLECTIVE_TIMEOUT_S, read when the runner was imported just now

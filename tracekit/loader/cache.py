@@ -14,6 +14,7 @@ import os
 import msgspec
 import numpy as np
 
+from ..formats.cache_location import default_cache_dir, resolved
 from ..formats.cache_meta import MAX_RANK as _MAX_RANK
 from ..formats.cache_meta import decode_meta
 from ..formats.core import one_line
@@ -26,13 +27,13 @@ _MAX_META_BYTES = 512 * 1024**2
 
 
 def cache_path(path: str, cache_dir: str | None, part: str = "") -> str:
-    """``part``: which of the ranks of one source (an Nsight export holds one per GPU process), in the name."""
-    src = os.path.abspath(path)
+    """The entry of ``path``: in ``cache_dir``, else the user's cache directory (formats.cache_location), named by
+    the trace's file name and a digest of its resolved path; ``part``: which of the ranks of one source (an Nsight
+    export holds one per GPU process), in the name."""
+    src = resolved(path)
     digest = hashlib.sha1(src.encode()).hexdigest()[:12]
     base = os.path.basename(src)
-    if cache_dir is None:
-        cache_dir = os.environ.get("TRACEKIT_CACHE_DIR") or os.path.join(os.path.dirname(src), ".tracekit_cache")
-    return os.path.join(cache_dir, f"{base}.{digest}{part}.parquet")
+    return os.path.join(cache_dir if cache_dir is not None else default_cache_dir(), f"{base}.{digest}{part}.parquet")
 
 
 def source_stamp(path: str) -> dict | None:

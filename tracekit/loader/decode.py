@@ -379,9 +379,10 @@ def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple
             candidate,
             obj,
             (
-                f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
-                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
-                "export"
+                f"{path}: truncated at byte {len(data):,}: the file ends mid-event, so the profiler was stopped while "
+                f"it wrote (a killed process, a full disk); kept the {len(events):,} complete events before the cut, "
+                "lost every event it had still to write (a cut file does not say how many: the summary compares "
+                "the rank with whole ones where it can); to get the whole trace, let the export finish"
             ),
         )
     raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None

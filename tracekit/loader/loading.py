@@ -48,7 +48,7 @@ from .stream import EventStream, NotStreamable
 class LoadOptions:
     rules: RuleSet = field(default_factory=RuleSet)
     cache: bool = True
-    cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
+    cache_dir: str | None = None  # default: formats.cache_location ($TRACEKIT_CACHE_DIR, else ~/.cache/tracekit)
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
     max_gzip_ratio: float = DEFAULT_MAX_RATIO

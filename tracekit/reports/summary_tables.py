@@ -57,6 +57,7 @@ LABELS = {
     "median_runtime_us": "median call",
     "median_kernel_us": "median kernel",
     "instances": "instances",
+    "partial_reason": "why partial",
 }
 MULTI_STREAM_NOTE = (
     "comm on 2+ streams: time during which communication runs on two or more streams at once (counted once in comm)"
@@ -170,7 +171,7 @@ LAUNCH_NOTE = (
 def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bool = False) -> list[Section]:
     """Every non-empty table of the summary's terminal/Markdown view, in reading order."""
     ranks = summary.get("ranks") or []
-    rank_rows = [{"rank": r["rank"], "steps": len(r.get("steps", [])), **r["totals"], "wait_us": r.get("wait_us")} for r in ranks]
+    rank_rows = [_rank_row(r) for r in ranks]
     # the multi-stream column shows by default only where it has something to say, and then with its meaning
     multi = any(float(r["totals"].get("multi_stream_comm_us") or 0.0) > 0 for r in ranks)
     spec: list[Col] = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
@@ -184,25 +185,58 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
             (MULTI_STREAM_NOTE,) if wide or multi else (),
         )
     ]
+    out += partial_steps(ranks, wide, full_names)
     cols = summary.get("collectives") or []
     picked = [cols[i] for i in view.top_exposed(summary, top)]
     memory = (summary.get("activation_memory") or {}).get("layers") or []
-    for title, rows, table_cols in (
-        ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS),
-        (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS),
-        ("stragglers (who arrives last)", summary.get("stragglers") or [], STRAGGLER_COLS),
-        ("clock offsets (against the lowest rank)", summary.get("clock_offsets") or [], OFFSET_COLS),
+    from .explain import dimension_notes, gloo_reduce_scatter
+
+    gloo = gloo_reduce_scatter(summary)
+    for title, rows, table_cols, notes in (
+        ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS, dimension_notes(summary)),
+        (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS, [gloo] if gloo else []),
+        ("stragglers (who arrives last)", summary.get("stragglers") or [], STRAGGLER_COLS, []),
+        ("clock offsets (against the lowest rank)", summary.get("clock_offsets") or [], OFFSET_COLS, []),
         (
             "unrecognised kernels on communication streams (a comm rule may be missing)",
             summary.get("unrecognised_kernels") or [],
             UNRECOGNISED_COLS,
+            [],
         ),
-        ("activation memory per layer: measured vs model", memory, MEMORY_COLS),
+        ("activation memory per layer: measured vs model", memory, MEMORY_COLS, []),
     ):
         if rows:
-            out.append(_section(title, rows, table_cols, wide, full_names))
+            out.append(_section(title, rows, table_cols, wide, full_names, notes))
     out += breakdown_sections(ranks, top=top, wide=wide, full_names=full_names)
     return out
+
+
+def _rank_row(r: Mapping) -> dict:
+    """A rank's totals over its complete steps; without one, no totals at all (— each), never zeros."""
+    steps = r.get("steps", [])
+    done = sum(1 for s in steps if s.get("complete", True))
+    totals = r["totals"] if done else {k: None for k in r["totals"]}
+    return {
+        "rank": r["rank"],
+        "steps": f"{done}/{len(steps)}" if done < len(steps) else len(steps),
+        **totals,
+        "wait_us": r.get("wait_us"),
+    }
+
+
+PARTIAL_COLS = (Col("rank"), Col("step"), *(c for c in RANK_COLS if c.field != "wait_us"), Col("partial_reason", DROPPABLE))
+MAX_PARTIAL_ROWS = 20
+
+
+def partial_steps(ranks: Sequence[Mapping], wide: bool, full_names: bool) -> list[Section]:
+    """The steps the trace does not hold whole, each with its figures (computed from what was kept) and why: shown
+    so a truncated run can be read (`--allow-partial`), never part of a total."""
+    rows = [{"rank": r["rank"], **s} for r in ranks for s in r.get("steps", []) if not s.get("complete", True)]
+    if not rows:
+        return []
+    more = (f"{len(rows) - MAX_PARTIAL_ROWS} more partial steps in --format json",) if len(rows) > MAX_PARTIAL_ROWS else ()
+    title = f"partial steps ({len(rows)}): figures from incomplete data, left out of every total"
+    return [_section(title, rows[:MAX_PARTIAL_ROWS], PARTIAL_COLS, wide, full_names, more)]
 
 
 def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_names: bool) -> list[Section]:
@@ -223,6 +257,7 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
                 CLASS_COLS,
                 wide,
                 full_names,
+                overlap_note(classes),
             )
         )
     kernels = _by_short_name(r0["kernel_breakdown"], full_names)[:top]
@@ -245,6 +280,18 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
     if launches:
         out.append(_section("kernel launches", launches, LAUNCH_COLS, wide, full_names, (LAUNCH_NOTE, *more)))
     return out
+
+
+def overlap_note(rows: Iterable[Mapping]) -> tuple[str, ...]:
+    """When shares of busy time add up to more than 100 %, why (kernels of several streams run at the same time,
+    and each counts its own time): said under the table, not left to look like an error."""
+    total = sum(float(r.get("share") or 0.0) for r in rows)
+    if total <= 1.0 + 1e-9:
+        return ()
+    return (
+        f"share: of device-busy time; kernels on several streams run at once and each counts its own time, so the "
+        f"shares add up to {units.percent(total)} (the busy partition splits that time without overlap: --format json)",
+    )
 
 
 def _available(section) -> bool:
@@ -349,6 +396,8 @@ def _is_number_column(f: str, values: list) -> bool:
 def _text(v, c: Col, full_names: bool) -> str:
     if v is None:
         return units.NA
+    if c.field == "step" and isinstance(v, int) and v < 0:
+        return "outside steps"
     if isinstance(v, list):
         return view.span([int(x) for x in v]) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
     if c.name and not full_names:
@@ -387,7 +436,12 @@ def group_warnings(warnings: Iterable[str]) -> list[str]:
 
 
 def headline_lines(summary: Mapping) -> list[str]:
+    from .explain import profiler_overhead, share_notes
+
     lines = [f"{f.label}: {f.text}" for f in view.headline(summary)]
+    lines += [f"({n})" for n in share_notes(summary)]
+    over = profiler_overhead(summary)
+    lines += [f"profiler overhead: {over}"] if over else []
     note = view.clock_note(summary)
     return [*lines, note] if note else lines
 

@@ -16,6 +16,7 @@ from .dimensions import dimension_map
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .overlap import RankOverlap, rank_overlap, restep
 from .steps import plan_steps
+from .truncation import loss_warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,9 @@ class CommResult:
     @property
     def instances(self) -> Instances:
         return self.cross.instances
+
+    def __repr__(self) -> str:  # one line: the tables stay in to_dict() and the frames
+        return f"CommResult({len(self.ranks)} ranks, {len(self.instances):,} collective instances, {len(self.warnings)} warnings)"
 
     def rank(self, rank: int) -> RankOverlap:
         return next(r for r in self.ranks if r.rank == rank)
@@ -74,6 +78,7 @@ class CommAnalyzer:
             [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces], options.top_unrecognised
         )
         warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches
+        warnings += tuple(loss_warnings(traces))
         return CommResult(ranks, cross, unrec, multi, warnings)
 
 
@@ -98,7 +103,12 @@ def _require_steps(traces: TraceSet, ranks: tuple[RankOverlap, ...], options: Co
         reason = next(s.partial_reason for r in ranks for s in r.steps)
         raise EmptyWindowError(
             f"analyze: all {n} steps of {_sources(traces)} are incomplete ({reason}); nothing "
-            "whole to measure: re-export the trace or profile more steps"
+            "whole to measure: --allow-partial shows them, their figures marked partial and out of every total"
+            + (
+                "; a truncated trace is whole only when the profiler's export finishes"
+                if any(traces.info(r).truncated for r in traces.ranks)
+                else ""
+            )
         )
     raise EmptyWindowError(
         f"analyze: {what} and no events to measure in {_sources(traces)}; was the profiler "

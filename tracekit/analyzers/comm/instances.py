@@ -28,6 +28,9 @@ class Instances:
     def __len__(self) -> int:
         return len(self.columns["start_ns"])
 
+    def __repr__(self) -> str:  # the columns stay out of a notebook cell (collectives_frame() has them)
+        return f"Instances({len(self):,} collective instances; columns {', '.join(self.columns)})"
+
     def __getitem__(self, key: str) -> np.ndarray:
         return self.columns[key]
 

@@ -112,6 +112,14 @@ class RankOverlap:
     def complete_steps(self) -> tuple[StepOverlap, ...]:
         return tuple(s for s in self.steps if s.complete)
 
+    def __repr__(self) -> str:  # one line: the tables stay in to_dict() and the frames
+        t = self.totals
+        return (
+            f"RankOverlap(rank {self.rank}, {len(self.complete_steps)}/{len(self.steps)} complete steps, wall "
+            f"{t.wall_ns / 1e6:.3f} ms, comm {t.comm_ns / 1e6:.3f} ms, exposed {t.exposed_comm_ns / 1e6:.3f} ms, "
+            f"{len(self.instances):,} collectives)"
+        )
+
     def ratio_over(self, steps) -> float:
         """The overlap ratio over a subset of steps (e.g. all but the last, as HTA analyses)."""
         chosen = [s for s in self.steps if s.step in set(steps)]
