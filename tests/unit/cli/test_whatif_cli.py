@@ -27,7 +27,7 @@ def test_table_and_identity():
     res = _run()
     assert res.exit_code == 0, res.output
     assert "no change (identity replay)" in res.output and "replay error of the unchanged graph: 0.000 %" in res.output
-    assert "critical path: 1 step: 99 % host on rank 0" in res.output
+    assert "critical path: 1 step: host-bound: 99 % host on rank 0" in res.output
 
 
 def test_a_bad_spec_is_a_usage_error():
