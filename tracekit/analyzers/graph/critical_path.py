@@ -22,10 +22,12 @@ import pandas as pd
 
 from ...loader.decode import gc_paused  # hundreds of thousands of segment tuples: no cycles to collect
 from ...model.traceset import TraceSet
+from .. import intervals as iv
 from .build import (
     ARRIVE,
     BARRIER_CHAIN,
     CHAIN_GAP_KIND,
+    DEVICE_CHAIN,
     EDGE_KIND,
     HOST_CHAIN,
     IDLE,
@@ -159,6 +161,7 @@ class _Names:
         self.g = g
         self.tables = dict(traces.tables)
         self._strings: dict[int, np.ndarray] = {}
+        self._busy: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _decoded(self, r: int, column: str, rows: np.ndarray) -> np.ndarray:
         """``t.string(t[column][row]) or ""`` for each row of rank r's table."""
@@ -194,6 +197,15 @@ class _Names:
                 on = (row >= 0) & (rank == r)
                 out[on] = self._decoded(r, "coll_op_id", row[on])
         return out
+
+    def device_busy(self, w) -> int:
+        """The union of the measured device activity of window ``w``'s rank inside the window (ns)."""
+        u = self._busy.get(w.rank)
+        if u is None:
+            g = self.g
+            on = (g.rank == w.rank) & (g.chain_type[g.chain] == DEVICE_CHAIN) & (g.dur > 0)
+            u = self._busy[w.rank] = iv.union(g.start[on], g.start[on] + g.dur[on])
+        return int(iv.length_in_windows(u, np.array([w.start_ns]), np.array([w.end_ns]))[0])
 
     def node(self, j: int) -> str:
         return str(self.nodes(np.array([j]))[0])
@@ -268,7 +280,7 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
         else:
             segs.add(-1, j, _BEFORE, int(g.rank[j]), start_t, cur, IDLE, 1)
             cur = start_t
-    return _result(g, names, step, segs, crossings, length, wins)
+    return _result(g, names, step, segs, crossings, length, wins, end_w)
 
 
 def _edge_segments(g: Graph, segs: _Segs, k: int, j: int, src: int, anchor: int, cur: int, start_t: int) -> None:
@@ -327,7 +339,7 @@ def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndar
     return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 
-def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int, wins) -> StepPath:
+def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int, wins, end_w) -> StepPath:
     """Merge neighbouring segments of the same rank, lane, name, kind and explanation that touch, and sum them by
     kind, by (rank, kind), by dimension and by collective (dicts in order of first appearance on the path)."""
     node, lane_node, label, rank, s, e, kind, unex = segs.arrays()
@@ -397,7 +409,8 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
     unexplained = int(span[ux].sum())
     waits = _host_waits(g, min(w.start_ns for w in wins), max(w.end_ns for w in wins))
     complete = all(w.complete for w in wins)
-    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings), unexplained, waits, complete)
+    busy = names.device_busy(end_w)
+    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings), unexplained, waits, complete, busy)
 
 
 def _host_waits(g: Graph, lo: int, hi: int) -> dict[str, int]:

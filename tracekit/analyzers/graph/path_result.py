@@ -4,9 +4,12 @@ and the verdict: which kind bounds the step, in one line.
 
 ``bound`` is the kind group that carries at least half of the path: ``device`` (compute, memcpy/memset and the gaps
 between device work), ``communication`` (transfer and waiting in collectives) or ``host``; ``mixed`` when none
-does. The threshold is the idle breakdown's for ``host_bound`` (half the step), so a step whose device is busy for
-nearly all of it is not called host-bound by one figure and device-bound by another (tests/integration/
-test_critical_path_consistency.py holds the two together on every GPU trace).
+does. The threshold is the idle breakdown's for ``host_bound`` (half the step). A step whose device (on the rank
+where the path ends) is busy for DEVICE_BUSY_SHARE of it or more is never host-bound, whatever the path: a host
+infinitely fast would save at most the device's idle time. Where the path says host all the same, it runs through
+host time that waited on something the trace does not link (another thread, an unrecorded wait): the step is
+called device-bound and the verdict says so (tests/integration/test_critical_path_consistency.py holds the path,
+the idle breakdown and the launch statistics together on every GPU trace).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import NamedTuple
 from .structure import KINDS, WAIT_RULES
 
 BOUND_SHARE = 0.5  # a kind group carrying this share of the path bounds the step
+DEVICE_BUSY_SHARE = 0.9  # a step whose device is busy this share of it is not host-bound
 UNEXPLAINED_SHARE = 0.1  # the verdict says so when more of the path than this is unexplained
 _GROUPS = {"compute": "device", "memcpy": "device", "idle": "device", "comm_transfer": "communication"}
 _GROUPS.update(comm_wait="communication", host="host")
@@ -76,6 +80,7 @@ class StepPath:
     unexplained_ns: int = 0  # residual gaps larger than the tolerance on the path
     host_waits: dict[str, int] = field(default_factory=dict)  # inferred host waits for the device in the step, by rule
     complete: bool = True  # every rank's analysis holds the step whole
+    device_busy_ns: int = 0  # the union of device activity in the window of the rank where the path ends
 
     @property
     def explained_ns(self) -> int:
@@ -83,12 +88,17 @@ class StepPath:
 
     @property
     def bound(self) -> str:
-        return bound_of(self.length_ns, self.by_kind_ns)
+        return bound_of(self.length_ns, self.by_kind_ns, self.device_busy_ns)
 
     @property
     def verdict(self) -> str:
         text = f"step {self.step}: {self.bound}-bound: " if self.bound != "mixed" else f"step {self.step}: mixed: "
         text += _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns, self.crossings)
+        if self.bound == "device" and bound_of(self.length_ns, self.by_kind_ns) == "host":
+            text += (
+                f"; the device is busy {round(100 * self.device_busy_ns / self.length_ns)} % of the step, so the host time "
+                "on the path waited on something the trace does not link (another thread, an unrecorded wait)"
+            )
         return text + unexplained_note(self.length_ns, self.unexplained_ns)
 
     def to_dict(self) -> dict:
@@ -99,6 +109,7 @@ class StepPath:
             "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
             "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
             "bound": self.bound,
+            "device_busy_us": self.device_busy_ns / 1e3,
             "explained_us": self.explained_ns / 1e3,
             "unexplained_us": self.unexplained_ns / 1e3,
             "host_waits": {k: self.host_waits[k] for k in WAIT_RULES if self.host_waits.get(k)},
@@ -108,13 +119,17 @@ class StepPath:
         }
 
 
-def bound_of(length_ns: int, by_kind_ns: dict[str, int]) -> str:
-    """The kind group (device, communication, host) carrying at least BOUND_SHARE of the path, else "mixed"."""
+def bound_of(length_ns: int, by_kind_ns: dict[str, int], device_busy_ns: int = 0) -> str:
+    """The kind group (device, communication, host) carrying at least BOUND_SHARE of the path, else "mixed"; never
+    "host" where the device was busy DEVICE_BUSY_SHARE of the step."""
     groups: dict[str, int] = {}
     for k, v in by_kind_ns.items():
         groups[_GROUPS[k]] = groups.get(_GROUPS[k], 0) + v
     best = max(groups.items(), key=lambda kv: kv[1], default=("mixed", 0))
-    return best[0] if length_ns > 0 and best[1] >= BOUND_SHARE * length_ns else "mixed"
+    bound = best[0] if length_ns > 0 and best[1] >= BOUND_SHARE * length_ns else "mixed"
+    if bound == "host" and device_busy_ns >= DEVICE_BUSY_SHARE * length_ns:
+        return "device"
+    return bound
 
 
 def unexplained_note(length_ns: int, unexplained_ns: int) -> str:
