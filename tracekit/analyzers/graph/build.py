@@ -136,7 +136,8 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, no
     sync_rule = np.where(_name_matches(t, syncs[3], HOST_SYNC_CALLS), SYNC_CALL, BLOCKING_CALL)
     on_dev = dev[d_rows] >= 0  # device activities (not gloo worker spans)
     scalar, alloc = call_waits(t, ts, end, host_rows, d_rows[on_dev], d_end[on_dev])
-    scalar, alloc = _new_cuts(syncs, scalar), _new_cuts(syncs, alloc)
+    scalar = _new_cuts(syncs, scalar, ts)
+    alloc = _new_cuts(tuple(np.concatenate([a, b]) for a, b in zip(syncs, scalar)), alloc, ts)
     waited_gloo, idle_gloo = gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
     ag_lane, ag_from, ag_cut, ag_engine, ag_first = autograd_waits(t, ts, end, host_rows)
     gaps = gap_waits(t, ts, end, host_rows, d_rows[on_dev], d_end[on_dev], exclude=(ag_lane, ag_from, ag_cut))
@@ -200,12 +201,17 @@ def _name_matches(t: EventTable, rows: np.ndarray, pattern) -> np.ndarray:
     return hits[np.where(nid < 0, len(t.strings), nid)]
 
 
-def _new_cuts(taken, found):
-    """``found`` (dep, cut, thread, row) without the cuts already in ``taken`` (a scalar read's own sync call)."""
-    if not len(found[1]) or not len(taken[1]):
+def _new_cuts(taken, found, ts):
+    """``found`` (dep, cut, thread, row) without the cuts already in ``taken`` (a scalar read's own sync call) and
+    once per (thread, cut) (``aten::item`` and the ``aten::_local_scalar_dense`` inside it wait for the same end)."""
+    if not len(found[1]):
         return found
     seen = set(zip(taken[2].tolist(), taken[1].tolist()))
-    keep = np.array([(a, b) not in seen for a, b in zip(found[2].tolist(), found[1].tolist())], bool)
+    keep = np.zeros(len(found[1]), bool)
+    for i in np.argsort(-ts[found[3]], kind="stable").tolist():  # the innermost call (latest start) waits, not its callers
+        key = (int(found[2][i]), int(found[1][i]))
+        keep[i] = key not in seen
+        seen.add(key)
     return tuple(x[keep] for x in found)
 
 

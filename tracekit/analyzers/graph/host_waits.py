@@ -5,9 +5,10 @@ Besides the sync calls and blocked launches of host_edges.host_syncs, a host thr
 - in a scalar read (``aten::item``, ``aten::_local_scalar_dense``: the value is copied back and the thread waits
   for it) and in the caching allocator's ``cudaFree``/``cudaMalloc`` (``hip...``), which synchronise the device:
   when a device activity ended inside the call and the call returned within BLOCKED_NS of it;
-- in a gap with no op at all (a Python spin on pinned memory, as expert-parallel dispatch does, or a call the
-  profiler did not record): a gap of BLOCKED_NS or more during which the device was busy (at least BUSY_SHARE of
-  it) and which ends within TOLERANCE_NS of a device activity's end.
+- in a gap with no op at all (no op but annotations and the step window itself: a Python spin on pinned memory,
+  as expert-parallel dispatch does, or a call the profiler did not record): a gap of BLOCKED_NS or more during
+  which the device was busy (at least BUSY_SHARE of it) and which ends within TOLERANCE_NS of a device activity's
+  end.
 
 Either way the host piece from where the activity ended waits for it (a SYNC edge, with the rule in the graph's
 ``rule`` column), and the time before that is waiting, not host work. A gap while the device is busy that ends
@@ -21,6 +22,7 @@ import re
 
 import numpy as np
 
+from ...model.events import EventKind
 from .. import intervals as iv
 from .structure import BLOCKED_NS, NEG, TOLERANCE_NS
 
@@ -55,15 +57,16 @@ def call_waits(t, ts, end, host_rows, d_rows, d_end_ids):
 
 
 def gap_waits(t, ts, end, host_rows, d_rows, d_end_ids, exclude=None):
-    """(device node, cut, thread, gap start) of each gap of a host thread (no op covers it) of BLOCKED_NS or more
+    """(device node, cut, thread, gap start) of each gap of a host thread (no op but annotations covers it) of BLOCKED_NS or more
     during which the device was busy at least BUSY_SHARE of the time and which ends within TOLERANCE_NS of a
     device activity's end (the latest such end at or before the gap's end, else the earliest after it). The cut
     is that end, or the gap's end when the activity ended after it. ``exclude``: (thread, from, to) stretches
     already explained (the autograd engine's hand-over): gaps that overlap one are left alone."""
-    if not len(host_rows) or not len(d_rows):
+    work = host_rows[~t.mask_kind(EventKind.ANNOTATION, EventKind.STEP)[host_rows]]  # annotations do no work
+    if not len(work) or not len(d_rows):
         return _EMPTY
-    lanes, lcode = np.unique(t["stream"][host_rows], return_inverse=True)
-    s, e = ts[host_rows], end[host_rows]
+    lanes, lcode = np.unique(t["stream"][work], return_inverse=True)
+    s, e = ts[work], end[work]
     lo = int(min(s.min(), end[d_rows].min(), ts[d_rows].min()))
     B = iv.key_stride(len(lanes), lo, int(e.max()), int(end[d_rows].max()))
     cov_s, cov_e = iv.union(lcode * B + (s - lo), lcode * B + (e - lo))
