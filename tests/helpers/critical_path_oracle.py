@@ -35,10 +35,11 @@ IDLE_SYNC = re.compile(r"^(cuda|hip)(Stream|Device|Ctx)Synchroni[sz]e")
 BLOCKING = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|MemcpyAsync|Memcpy|MemsetAsync)$")
 ALLOC = re.compile(r"^(cuda|hip)(Free|Malloc)$")
 SCALAR = ("aten::item", "aten::_local_scalar_dense")
+COMM_OPS = ("c10d::", "record_param_comms", "nccl:", "gloo:")  # collective calls: not a CPU run's compute
 DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memcpy", "Kernel": "compute", "Memcpy": "memcpy"}
-DEVICE_CATS.update(Memset="memcpy")
-HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver", "Runtime", "Operator")
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime")
+DEVICE_CATS.update(Memset="memcpy", cuda_profiler_range="compute", mtia_ccp_events="compute")
+HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver", "Runtime", "Operator", "mtia_runtime")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime")
 
 
 def _ns(x) -> int:
@@ -101,9 +102,16 @@ class Rank:
 
     def __init__(self, rank: int, events: list[Ev]):
         self.rank = rank
+        mtia_sync = re.compile(r"^event_(record|wait)")
+        for e in events:  # MTIA: copies and event records among its device events
+            if e.cat == "mtia_ccp_events" and mtia_sync.match(e.name):
+                e.cat = "cuda_sync"
+            elif e.cat == "mtia_ccp_events" and e.name.startswith("dma"):
+                e.cat = "gpu_memcpy"
         self.dev = [e for e in events if e.cat in DEVICE_CATS]
         self.dsync = [e for e in events if e.cat == "cuda_sync" and isinstance(e.pid, int)]
-        self.host = [e for e in events if e.cat in HOST_CATS and e.end > e.ts and e.cat not in DEVICE_CATS]
+        device_pids = {e.pid for e in self.dev}  # events on a device's process are the device's, whatever their cat
+        self.host = [e for e in events if e.cat in HOST_CATS and e.end > e.ts and e.pid not in device_pids]
         self.events = events
         self.nodes: list[Node] = []
         self._device_nodes()
@@ -264,7 +272,8 @@ class Rank:
                 if i >= 0 and p < stretches[i][1]:
                     dur = 0
                 name = inner.name if inner is not None else "(host gap)"
-                n = Node(self.rank, ("host", thread), p, dur, "host", name)
+                cpu_work = not self.dev and inner is not None and inner.cat == "cpu_op" and not inner.name.startswith(COMM_OPS)
+                n = Node(self.rank, ("host", thread), p, dur, "compute" if cpu_work else "host", name)
                 n.op = inner  # type: ignore[attr-defined]
                 out.append((p, n))
                 self.nodes.append(n)
