@@ -107,7 +107,7 @@ def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Grap
     parts = _Parts()
     notes: list[str] = []
     comm_nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # rank -> (rows, W ids, T ids)
-    rank_windows: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    rank_windows: list[tuple] = []  # (rank, step ids, starts, host ends, ends, complete)
     shifts = {r: base + offsets.get(r, 0) for r in traces.ranks}
     plans = {r.rank: r.plan for r in comm.ranks if r.plan is not None}
     for r, table in traces:
