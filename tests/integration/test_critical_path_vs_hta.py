@@ -14,6 +14,8 @@ import warnings
 import pytest
 
 from tests.helpers import hta_env
+from tracekit.analyzers.comm.communication import CommAnalyzer, CommOptions
+from tracekit.analyzers.graph.build import build_graph
 from tracekit.analyzers.graph.critical_path import critical_paths
 from tracekit.loader.loading import LoadOptions, load
 
@@ -22,6 +24,7 @@ ALEXNET = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 CASES = [
     ("kineto-gpu/single-rank-nocomm-nsresolution.json.gz", None),
     ("kineto-gpu-more/critical-path-alexnet.json.gz", ALEXNET),
+    ("kineto-gpu-more/critical-path-alexnet.json.gz", (ALEXNET, 1)),  # the instance nested in the first: --instance 1
     ("kineto-gpu/allreduce-broadcast-2rank-rank0.json.gz", None),
     ("kineto-gpu/ddp-allreduce-2rank-rank1-oldformat.json.gz", None),
     ("kineto-gpu/pp-sendrecv-128rank-rank0.json.gz", None),
@@ -42,14 +45,23 @@ def hta_ready():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("rel", "window"), CASES, ids=lambda c: os.path.basename(c) if isinstance(c, str) else "")
+@pytest.mark.parametrize(
+    ("rel", "window"),
+    CASES,
+    ids=lambda c: os.path.basename(c) if isinstance(c, str) else str(c[1]) if isinstance(c, tuple) else "",
+)
 def test_length_within_5_percent_or_an_explained_difference(hta_ready, rel, window):
     path = os.path.join(DATA, rel)
+    instance = None
+    if isinstance(window, tuple):
+        window, instance = window
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ts = load([path], options=LoadOptions(cache=False), executor="serial")
-        ours = critical_paths(ts, windows=window).steps
-    hta = hta_env.run_hta(path, window or "ProfilerStep", list(range(len(ours))))
+        comm = CommAnalyzer().run(ts, CommOptions(window=window, instance=instance))
+        ours = critical_paths(ts, graph=build_graph(ts, window, comm)).steps
+    instances = [instance] if instance is not None else list(range(len(ours)))
+    hta = hta_env.run_hta(path, window or "ProfilerStep", instances)
     compared = 0
     for p, h in zip(ours, hta):
         if "error" in h:  # HTA 0.5.0 fails on the last step of most traces (a NaN in its query): nothing to hold

@@ -84,3 +84,22 @@ def test_window_nested_instances_merge_into_the_enclosing_one():
 def test_window_that_matches_nothing_is_one_line():
     res = CliRunner().invoke(cli, ["whatif", TRACE, "--no-cache", "--executor", "serial", "--window", "no-such"])
     assert res.exit_code == 3 and "no-such" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_a_nested_instance_is_a_window_of_its_own():
+    """AlexNet's measured forward holds a second instance inside the first: --window merges it (and the warnings
+    say so), --instance 1 analyses it alone (its own 36,356 µs, HTA's instance_id 1), out of range is exit 3."""
+    path = os.path.join(DATA, "kineto-gpu-more", "critical-path-alexnet.json.gz")
+    window = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
+    merged = _json("analyze", path, "--window", window)
+    assert [(s["step"], s["wall_us"]) for s in merged["ranks"][0]["steps"]] == [(0, 79678.0)]
+    assert any("1 instances of" in w and "--instance K" in w for w in merged["warnings"])
+    alone = _json("whatif", path, "--window", window, "--instance", "1")
+    assert [(s["step"], s["measured_us"]) for s in alone["steps"]] == [(1, 36356.0)]
+    assert alone["critical_path"]["steps"][0]["length_us"] == 36356.0
+    first = _json("analyze", path, "--window", window, "--instance", "0")
+    assert [(s["step"], s["wall_us"]) for s in first["ranks"][0]["steps"]] == [(0, 79678.0)]
+    res = CliRunner().invoke(cli, ["analyze", path, "--window", window, "--instance", "2", "--no-cache", "--executor", "serial"])
+    assert res.exit_code == 3 and "no instance 2" in res.output
+    res = CliRunner().invoke(cli, ["analyze", path, "--instance", "1", "--no-cache"])
+    assert res.exit_code == 2
