@@ -21,7 +21,15 @@ def allow_partial_option(f):
 
 
 def analysis_options(f):
-    """The loader options plus --dim-map, --no-align-clocks and --window."""
+    """The loader options plus --dim-map, --no-align-clocks, --window and --instance."""
+    f = click.option(
+        "--instance",
+        type=click.IntRange(0),
+        default=None,
+        metavar="K",
+        help="With --window: analyse only the K-th instance of the annotation (0 is the first; instances nested in "
+        "another are counted, as HTA's instance_id), instead of every outermost instance.",
+    )(f)
     f = window_option(f)
     f = click.option(
         "--critical-path",
@@ -65,6 +73,7 @@ def analysis_from_traces(
     no_align_clocks: bool = False,
     executor=None,
     window: str | None = None,
+    instance: int | None = None,
     critical_path: bool = False,
     memory_points: int = 1000,
     allow_partial: bool = False,
@@ -75,6 +84,9 @@ def analysis_from_traces(
     from ..analyzers import analyze
     from ..loader.loading import load
 
+    if instance is not None and window is None:
+        raise click.UsageError("--instance K takes the K-th instance of the --window annotation: give --window NAME too")
+
     compact_arrow_pool()
     ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
     return analyze(
@@ -82,6 +94,7 @@ def analysis_from_traces(
         dim_map=dim_map,
         align_clocks=not no_align_clocks,
         window=window,
+        instance=instance,
         critical_path=critical_path,
         memory_points=memory_points,
         allow_empty=allow_partial,

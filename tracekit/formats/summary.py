@@ -263,6 +263,7 @@ class PathSegment(_Doc, kw_only=True):
     dur_us: Num
     kind: str
     dimension: str | UnsetType = UNSET  # only on communication segments
+    unexplained: bool | UnsetType = UNSET  # only on residual gaps no recorded dependency accounts for
 
 
 class CriticalStep(_Doc, kw_only=True):
@@ -271,6 +272,12 @@ class CriticalStep(_Doc, kw_only=True):
     by_kind: dict[str, Num] = {}
     by_dimension: dict[str, Num] = {}
     by_collective: dict[str, Num] = {}
+    bound: str = ""  # device, communication, host or mixed (docs/whatif.md); absent before issue 26
+    device_busy_us: Num | None = None
+    explained_us: Num | None = None
+    unexplained_us: Num | None = None
+    host_waits: dict[str, Int] = {}  # inferred host waits for the device in the step, by rule
+    complete: bool = True
     verdict: str = ""
     segments: list[PathSegment] = []
 

@@ -61,7 +61,11 @@ def render_text(
     con = Console(file=buf, width=width, color_system=None, highlight=False, soft_wrap=False)
     for line in st.headline_lines(summary):
         con.print(escape(printable(line)))
-    for section in st.build(summary, top=top, wide=wide, full_names=full_names):
+    from .critical_tables import critical_sections
+
+    for section in st.build(summary, top=top, wide=wide, full_names=full_names) + critical_sections(
+        summary, top=top, wide=wide, full_names=full_names
+    ):
         _print_section(con, section, width, wide, full_names)
     for note in st.unavailable_notes(summary.get("ranks") or []):
         con.print(escape(printable(note)))

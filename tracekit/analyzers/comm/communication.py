@@ -25,6 +25,7 @@ class CommOptions:
     align_clocks: bool = True
     top_unrecognised: int = 10
     window: str | None = None  # an annotation name or glob whose instances are the steps (default ProfilerStep)
+    instance: int | None = None  # with window: only this instance (nested ones counted, in start order)
     allow_empty: bool = False  # return a result without complete steps instead of raising EmptyWindowError
 
 
@@ -59,7 +60,7 @@ class CommAnalyzer:
     def run(self, traces: TraceSet, options: CommOptions = CommOptions()) -> CommResult:
         if len(traces) == 0:
             raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
-        traces, ranks = analysed_ranks(traces, options.window)
+        traces, ranks = analysed_ranks(traces, options.window, options.instance)
         _require_steps(traces, ranks, options)
         dims = dimension_map(traces, options.dim_map)
         inst = Instances.concat([r.instances for r in ranks])
@@ -82,12 +83,14 @@ class CommAnalyzer:
         return CommResult(ranks, cross, unrec, multi, warnings)
 
 
-def analysed_ranks(traces: TraceSet, window: str | None = None) -> tuple[TraceSet, tuple[RankOverlap, ...]]:
+def analysed_ranks(
+    traces: TraceSet, window: str | None = None, instance: int | None = None
+) -> tuple[TraceSet, tuple[RankOverlap, ...]]:
     """Resolve each rank's steps (tracekit.analyzers.comm.steps) and measure them. The TraceSet returned carries the
     tables as the analysis saw them (resolved step column, dropped rows gone)."""
     tables, ranks = {}, []
     for r, table in traces:
-        plan = plan_steps(table, traces.info(r), window)
+        plan = plan_steps(table, traces.info(r), window, instance)
         tables[r] = restep(table, plan)
         ranks.append(rank_overlap(tables[r], traces.info(r), plan))
     return traces.with_tables(tables), tuple(ranks)
@@ -98,6 +101,8 @@ def _require_steps(traces: TraceSet, ranks: tuple[RankOverlap, ...], options: Co
     if options.allow_empty or any(r.complete_steps for r in ranks):
         return
     what = f"no instance of --window {options.window!r}" if options.window else "no step"
+    if options.window and options.instance is not None:
+        what = f"no instance {options.instance} of --window {options.window!r}"
     if any(r.steps for r in ranks):
         n = sum(len(r.steps) for r in ranks)
         reason = next(s.partial_reason for r in ranks for s in r.steps)

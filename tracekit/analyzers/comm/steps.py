@@ -7,7 +7,9 @@ holds all of a step's work. The rules, in the order they apply:
 - Two windows with the same step number: the longest is the step, the others are dropped (counted).
 - A window inside another: the enclosing (outermost) window is the step and takes the nested one's events;
   a ProfilerStep that nests another is marked incomplete ("nests ..."); a ``window`` annotation nested in an
-  instance of itself (a recursive call) is simply part of the enclosing instance.
+  instance of itself (a recursive call) is part of the enclosing instance, and the warnings count the merge. With
+  ``instance`` K, the K-th instance of the annotation (all of them, nested ones too, in start order: HTA's
+  ``instance_id``) is the only window, whether or not it lies inside another.
 - Two windows that overlap without nesting: both are kept, the earlier one's host window ends where the later
   one starts (host events in the overlap belong to the later step, as the loader assigns them); both are
   marked incomplete ("overlaps ...").
@@ -74,11 +76,12 @@ class _Window:
     reasons: list[str]
 
 
-def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> StepPlan:
-    """Resolve ``table``'s step windows (``window``: an annotation name or glob instead of ProfilerStep)."""
+def plan_steps(table: EventTable, info: RankInfo, window: str | None = None, instance: int | None = None) -> StepPlan:
+    """Resolve ``table``'s step windows (``window``: an annotation name or glob instead of ProfilerStep; ``instance``:
+    only that instance of it, nested ones counted)."""
     warnings: list[str] = []
     who = f"rank {info.rank}"
-    windows, resolved = _candidates(table, window, who, warnings)
+    windows, resolved = _candidates(table, window, who, warnings, instance)
     n = len(table)
     if not windows:
         if window is not None or n == 0:
@@ -154,7 +157,9 @@ def span_starts(starts: np.ndarray, ends: np.ndarray, first_device: np.ndarray) 
     return out
 
 
-def _candidates(table: EventTable, window: str | None, who: str, warnings: list[str]) -> tuple[list[_Window], bool]:
+def _candidates(
+    table: EventTable, window: str | None, who: str, warnings: list[str], instance: int | None = None
+) -> tuple[list[_Window], bool]:
     """The host windows, resolved: duplicates dropped, nested ones merged into their enclosing window,
     overlapping ones clipped; each window with the reasons it is incomplete so far. The flag says whether
     any rule had to act (then the events' steps are assigned afresh)."""
@@ -169,6 +174,13 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
         rows = rows[np.lexsort((-table["dur_ns"][rows], table["ts_ns"][rows]))]
         numbers = np.arange(len(rows), dtype=np.int64)
         label = f"the {window!r} instance at {{}} ns"  # by start: instance numbers change once nested ones merge
+        if instance is not None:  # one instance on its own, nested or not
+            if not 0 <= instance < len(rows):
+                return [], False
+            i = rows[instance]
+            return [
+                _Window(instance, int(table["ts_ns"][i]), int(table.end_ns[i]), label.format(int(table["ts_ns"][i])), [])
+            ], True
     if len(rows) == 0:
         return [], False
     starts, ends = table["ts_ns"][rows].astype(np.int64), table.end_ns[rows].astype(np.int64)
@@ -188,8 +200,8 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
         if out and w.start < out[-1].end:
             prev = out[-1]
             if w.end <= prev.end:  # an annotation nested in itself (a recursive forward) is part of its window
+                nested += 1
                 if window is None:
-                    nested += 1
                     prev.reasons.append(f"nests {w.label} (the enclosing window is the step and takes its events)")
                 continue
             overlapping += 1
@@ -200,8 +212,13 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
     if window is not None:  # instances are numbered 0, 1, ... in time order once nested ones are merged
         for i, w in enumerate(out):
             w.number = i
-    if nested:
+    if nested and window is None:
         warnings.append(f"{who}: {nested} step windows nested in another; the enclosing window is the step (marked incomplete)")
+    elif nested:
+        warnings.append(
+            f"{who}: {nested} instances of {window!r} lie inside another instance and are part of it; "
+            "--instance K analyses the K-th instance (nested ones counted) on its own"
+        )
     if overlapping:
         warnings.append(
             f"{who}: {overlapping} step windows overlap the previous one; the earlier window ends "
