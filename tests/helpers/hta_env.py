@@ -1,6 +1,7 @@
 """HTA 0.5.0's own Python environment: its critical path fails under pandas 3 (the project's venv has it), so a
-separate venv with ``pandas<3`` and ``HolisticTraceAnalysis==0.5.0`` is made on first use and reused (about 0.5 GB,
-a few minutes once; CI keeps it between its tests). ``TRACEKIT_HTA_VENV`` names where it lives (default
+separate venv with ``pandas<3`` is made on first use and reused. It sees the project venv's packages (HTA 0.5.0
+itself, numpy, ...) through a ``.pth`` file behind its own site-packages, so only pandas 2 is installed into it
+(one wheel, instead of HTA's whole dependency tree). ``TRACEKIT_HTA_VENV`` names where it lives (default
 ``.hta-venv`` at the repository root, git-ignored)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIREMENTS = ("pandas<3", "HolisticTraceAnalysis==0.5.0")
+REQUIREMENTS = ("pandas<3",)  # HolisticTraceAnalysis==0.5.0 comes from the project venv (the test extra)
 
 
 def hta_python() -> tuple[str | None, str]:
@@ -24,6 +25,7 @@ def hta_python() -> tuple[str | None, str]:
     try:
         if not py.exists():
             subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True, timeout=300)
+        _see_project_packages(py)
         subprocess.run([str(py), "-m", "pip", "install", "-q", *REQUIREMENTS], check=True, capture_output=True, timeout=1800)
         subprocess.run([str(py), "-c", "import hta, pandas; assert pandas.__version__ < '3'"], check=True, capture_output=True)
     except (subprocess.SubprocessError, OSError) as exc:
@@ -31,6 +33,17 @@ def hta_python() -> tuple[str | None, str]:
         return None, f"HTA's environment ({' '.join(REQUIREMENTS)}) could not be made at {where}: {err.decode()[-300:] or exc}"
     marker.write_text("ok\n")
     return str(py), ""
+
+
+def _see_project_packages(py: Path) -> None:
+    """A .pth in the new venv's site-packages naming the project venv's: appended to sys.path after the venv's
+    own packages, so pandas 2 installed there wins over the project's pandas 3."""
+    import sysconfig
+
+    own = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    Path(own, "_tracekit_project.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
 
 def run_hta(trace: str, annotation: str, instances: list[int], timeout: int = 600) -> list[dict]:

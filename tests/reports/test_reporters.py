@@ -23,7 +23,7 @@ from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
 from tracekit.formats.contract import SUMMARY_SCHEMA, exposed_comm_share
 from tracekit.gate import DiffResult, GateReport, RunMetrics, diff, parse_budget, run_gate
-from tracekit.reports import REPORTERS, get_reporter
+from tracekit.reports import REPORTERS, GateError, get_reporter
 from tracekit.reports.junit import write_junit
 from tracekit.reports.perfetto import TraceAnnotation
 from tracekit.reports.perfetto_merge import MergedTrace, MergeRank
@@ -72,6 +72,7 @@ def documents() -> dict[type, object]:
         WorkloadDigest: digest,
         TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
         MergedTrace: _merged(trace),
+        GateError: GateError("baseline: 4 ranks, current: 2", 2, "run", "baseline.json"),
     }
 
 

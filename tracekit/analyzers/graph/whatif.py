@@ -369,7 +369,9 @@ def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int
         most = max(most, rounds)
         at = dict(zip(*_at(index, nodes, t, [n for w in wins for n in w.end_nodes])))
         # a step is replayed from its measured start; an end node before the window is as measured
-        e = max(max(at.get(n, int(g.start[n])) + int(dur[n]) for n in w.end_nodes) + w.tail_ns for w in wins)
+        e = max(
+            max(at[n] + int(dur[n]) if n in at else int(g.start[n] + g.dur[n]) for n in w.end_nodes) + w.tail_ns for w in wins
+        )
         out[step] = e - lo
     return out, most
 
