@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..formats.rules import rule_entries
-from ..model.dtypes import TRACE_BYTES
+from ..model.dtypes import TRACE_BYTES, spelling_key
 from .files import read_limited
 from .patterns import Matcher, check_pattern, compile_pattern
 
@@ -123,11 +123,11 @@ DTYPE_BYTES = TRACE_BYTES  # a trace's dtype spelling -> bytes per element (trac
 
 
 def dtype_bytes(dtype: str | None) -> int:
-    """Bytes per element for a trace's dtype string ("Float", "BFloat16", "c10::Half", "torch.bfloat16")."""
-    if not dtype:
+    """Bytes per element for a trace's dtype spelling ("Float", "BFloat16", "c10::Half", "long int",
+    "unsigned char", "torch.bfloat16"); -1 when the spelling is not one of PyTorch's scalar types."""
+    if not dtype or not isinstance(dtype, str) or len(dtype) > 64:
         return -1
-    key = dtype.lower().replace("c10::", "").replace("torch.", "").replace("at::", "")
-    return DTYPE_BYTES.get(key, -1)
+    return DTYPE_BYTES.get(spelling_key(dtype), -1)
 
 
 @dataclass(frozen=True, slots=True)

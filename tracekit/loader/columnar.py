@@ -21,7 +21,7 @@ from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
 from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
-from .linking import CollRecords, comm_from_launch_context, fill_collectives
+from .linking import CollRecords, comm_from_launch_context, fill_collectives, unknown_dtype_warnings
 from .rankinfo import Facts, rank_info
 from .structs import Args
 
@@ -229,6 +229,7 @@ class TableBuilder:
                 f"{assumed} collectives without a group are assumed to run on the world group "
                 "(default_pg) and are matched across ranks by their order"
             )
+        warnings += unknown_dtype_warnings(table, path)
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
         if len(table) and not (

@@ -492,3 +492,27 @@ def _fill_bytes(cols, strings: dict[str, int]) -> None:
         for n_key, b_key in (("in_nelems", "in_bytes"), ("out_nelems", "out_bytes")):
             if cols[b_key][i] < 0 and 0 <= cols[n_key][i] < _INT_LIMIT // 16:  # no int64 wrap-around
                 cols[b_key][i] = cols[n_key][i] * size
+
+
+def unknown_dtype_warnings(table, path: str) -> list[str]:
+    """One warning for the collectives whose element count is known but whose dtype spelling is not one of
+    PyTorch's scalar types (model/dtypes.py): their bytes stay unknown (null, never 0), counted per spelling."""
+    kind = table["kind"]
+    rows = np.flatnonzero((kind == K.COMM) & (table["dtype_id"] >= 0))
+    if not len(rows):
+        return []
+    nelems = (table["in_nelems"][rows] >= 0) | (table["out_nelems"][rows] >= 0)
+    sized = (table["in_bytes"][rows] >= 0) | (table["out_bytes"][rows] >= 0)
+    miss = rows[nelems & ~sized]
+    if not len(miss):
+        return []
+    codes, counts = np.unique(table["dtype_id"][miss], return_counts=True)
+    spelled = [(int(n), table.strings[int(c)]) for c, n in zip(codes, counts) if dtype_bytes(table.strings[int(c)]) < 0]
+    if not spelled:
+        return []
+    spelled.sort(key=lambda t: (-t[0], t[1]))
+    listed = ", ".join(f"{s[:40]!r} ×{n}" for n, s in spelled[:5]) + (f" and {len(spelled) - 5} more" if len(spelled) > 5 else "")
+    return [
+        f"{path}: {sum(n for n, _ in spelled)} collectives carry a dtype of unknown size ({listed}): their bytes "
+        "and bus bandwidth are unknown (null, shown as —); tracekit knows the sizes of PyTorch's scalar types"
+    ]

@@ -67,6 +67,7 @@ class CommAnalyzer:
             inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
             usable,
             options.align_clocks if len(usable) > 1 else False,
+            int(traces.metadata.world_size or 0),
         )
         if clockless:
             cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
