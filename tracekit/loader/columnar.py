@@ -269,7 +269,7 @@ class TableBuilder:
         del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
             return fill_collectives(
-                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group=world_group
+                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group, self.rules
             )
         rows = np.flatnonzero(mask)
         del mask
@@ -277,7 +277,7 @@ class TableBuilder:
         sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
         records = self.coll.renumbered(np.searchsorted(rows, coll_rows))
         self.coll = CollRecords()
-        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group=world_group)
+        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group, self.rules)
         cols["step"][rows] = sub["step"]  # gloo spans take the step of the annotation that issued them
         for k in COLUMNS:
             if k not in cols and k not in _OWN:
