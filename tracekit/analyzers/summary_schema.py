@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.traceset import TraceSet
-from .names import short_name
+from .names import distinct_short_names
 
 # Per-instance rows kept in the summary: the most exposed this many (a 5 M-event trace has 1.7 M instances, a
 # 770 MB summary); the rest are counted in `collectives_limit` and written in full by `--collectives-out`.
@@ -276,7 +276,7 @@ def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
             "seq": df["seq"].astype("int64"),
             "stream": df["stream"].astype("int64"),
             "name": df["name"],
-            "short_name": df["name"].fillna("").map(short_name),
+            "short_name": _labels(df["name"].fillna("")),
             "start_us": us("start_ns"),
             "dur_us": us("dur_ns"),
             "bytes": df["bytes"].astype("Int64"),  # null where the size is unknown
@@ -290,6 +290,12 @@ def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
         }
     )
     return out.reset_index(drop=True)
+
+
+def _labels(names: pd.Series) -> pd.Series:
+    """Each row's short name, two different kernels never sharing one (names.distinct_short_names)."""
+    codes, uniq = pd.factorize(names)
+    return pd.Series(np.array(distinct_short_names([str(u) for u in uniq]), dtype=object)[codes], index=names.index)
 
 
 def _collectives(df: pd.DataFrame, multi: bool) -> list[dict]:

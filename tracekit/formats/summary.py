@@ -231,10 +231,12 @@ class CollectivesLimit(_Doc, kw_only=True):
 
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
-    offset_us: Num
+    offset_us: Num  # as applied: 0 where the estimate is inside its own error bound
     spread_us: Num
     matched: Int = 0
     method: str = ""
+    applied: bool = True  # False: |estimate| <= spread, the clocks agree within ±spread
+    estimate_us: Num | None = None
 
 
 class Straggler(_Doc, kw_only=True):

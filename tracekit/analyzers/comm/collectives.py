@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .clocks import ClockOffset, estimate_offsets
+from .clocks import ClockOffset, estimate_offsets, within_bounds
 from .instances import Instances
 from .matching import match_keys, validate
 
@@ -109,6 +109,7 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True, wor
     df = pd.DataFrame({k: inst.columns[k] for k in _FIGURE_COLUMNS})
     df["match"], matched, mismatches = _match(inst.columns) if len(df) else (np.zeros(0, np.int64), 0, [])
     offsets, clock_warnings = estimate_offsets(df, ranks) if align_clocks and len(df) else ({}, [])
+    offsets = within_bounds(offsets)  # an offset inside its own error bound is not applied
     mismatches += clock_warnings
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
