@@ -159,10 +159,22 @@ def _scan_from(text: str, start: int):
 
 
 def _levels(name: str) -> tuple[str, ...]:
-    """More and more of a name: its short name, every template argument, its whole function, itself."""
+    """More and more of a name: its short name, every template argument, its whole function (template
+    arguments verbatim, no return type, no parameters), the name itself."""
     head = name[:MAX_PARSE_CHARS]
-    whole = head.split("(", 1)[0].strip() if "(" in head else head
-    return (short_name(name), short_name(name, ALL), whole.replace(_ANON_MARK, _ANON), head)
+    return (short_name(name), short_name(name, ALL), _whole_function(head), head)
+
+
+def _whole_function(text: str) -> str:
+    marked = text.replace(_ANON, _ANON_MARK).replace("->", "")
+    try:
+        cut = _top_level_index(marked, "(")
+        head = (marked if cut is None else marked[:cut]).rstrip()
+        tokens = _top_level_split(head, " ")
+        out = tokens[-1] if tokens else head
+    except ValueError:
+        out = marked.split("(", 1)[0].strip() or marked
+    return out.replace(_ANON_MARK, _ANON)
 
 
 def distinct_short_names(names: Sequence[str]) -> list[str]:

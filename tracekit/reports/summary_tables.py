@@ -349,7 +349,7 @@ def _text(v, c: Col, full_names: bool) -> str:
         return units.NA
     if isinstance(v, list):
         return view.span([int(x) for x in v]) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
-    if c.name and not full_names:
+    if c.name and not full_names and c.field != "short_name":  # a short_name is already the summary's label
         return short_name(str(v))
     return str(v)
 
