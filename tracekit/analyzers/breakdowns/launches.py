@@ -237,7 +237,10 @@ def launch_stats(
     if not has.any():
         return None
     rows, lr = rows[has], lr[has]
-    names, shorts, classes, inv = label_codes(t, rows, rules)
+    names, _, classes, inv = label_codes(t, rows, rules)
+    scope_names, scope_shorts, _, _ = label_codes(t, sc.rows, rules)  # the labels the kernel breakdown shows
+    label = dict(zip(scope_names, scope_shorts))
+    shorts = [label[n] for n in names]
     bound = _launch_bound(t, rows, lr)
     return LaunchStats(
         rank,
