@@ -177,7 +177,7 @@ class DimensionRow(_Doc, kw_only=True):
     dimension: str
     op: str
     count: Int
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     comm_us: Num
     hidden_comm_us: Num
     exposed_comm_us: Num
@@ -192,7 +192,7 @@ class GroupRow(_Doc, kw_only=True):
     dimension: str = ""
     ranks: list[Rank] = []
     count: Int
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     comm_us: Num
     hidden_comm_us: Num
     exposed_comm_us: Num
@@ -213,7 +213,7 @@ class CollectiveRow(_Doc, kw_only=True):
     short_name: str = ""  # analyzers.names.short_name(name): what tables show; name stays whole
     start_us: Num
     dur_us: Num
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     hidden_us: Num
     exposed_us: Num
     wait_us: Num | None = None
@@ -231,10 +231,12 @@ class CollectivesLimit(_Doc, kw_only=True):
 
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
-    offset_us: Num
+    offset_us: Num  # as applied: 0 where the estimate is inside its own error bound
     spread_us: Num
     matched: Int = 0
     method: str = ""
+    applied: bool = True  # False: |estimate| <= spread, the clocks agree within ±spread
+    estimate_us: Num | None = None
 
 
 class Straggler(_Doc, kw_only=True):

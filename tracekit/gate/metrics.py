@@ -257,6 +257,8 @@ class RunMetrics:
             assert field is not None
             if field in has and not has[field]:
                 return None
+            if field == "bytes" and any(c.bytes is None for c in rows):
+                return None  # a collective of unknown size: the step's bytes are unknown, not a smaller sum
             return _sum(rows, field)
         if metric == "busbw_gbps":
             vals = [float(c.busbw_gbps) for c in rows if c.busbw_gbps is not None]

@@ -21,7 +21,7 @@ from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
 from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
-from .linking import CollRecords, comm_from_launch_context, fill_collectives
+from .linking import CollRecords, comm_from_launch_context, fill_collectives, unknown_dtype_warnings
 from .rankinfo import Facts, rank_info
 from .structs import Args
 
@@ -229,6 +229,7 @@ class TableBuilder:
                 f"{assumed} collectives without a group are assumed to run on the world group "
                 "(default_pg) and are matched across ranks by their order"
             )
+        warnings += unknown_dtype_warnings(table, path)
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
         if len(table) and not (
@@ -268,7 +269,7 @@ class TableBuilder:
         del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
             return fill_collectives(
-                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group=world_group
+                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group, self.rules
             )
         rows = np.flatnonzero(mask)
         del mask
@@ -276,7 +277,7 @@ class TableBuilder:
         sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
         records = self.coll.renumbered(np.searchsorted(rows, coll_rows))
         self.coll = CollRecords()
-        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group=world_group)
+        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group, self.rules)
         cols["step"][rows] = sub["step"]  # gloo spans take the step of the annotation that issued them
         for k in COLUMNS:
             if k not in cols and k not in _OWN:

@@ -135,8 +135,9 @@ def stragglers(summary: Mapping) -> dict:
         )
     else:
         data["reading"] = "No cross-rank matching: load more than one rank to see stragglers."
-    if offs:
-        o = max(offs, key=lambda o: abs(_f(o.get("offset_us"))))
+    applied = [o for o in offs if o.get("applied", True) and o.get("method") != "reference"]
+    if applied:  # offsets inside their error bound are not corrections: the page's clock note says so, once
+        o = max(applied, key=lambda o: abs(_f(o.get("offset_us"))))
         data["offset_reading"] = (
             f"The largest estimated clock offset is rank {o['rank']}: {units.duration(o.get('offset_us'))} "
             f"± {units.duration(o.get('spread_us'))} from {o.get('matched')} matched collectives."

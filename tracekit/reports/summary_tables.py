@@ -2,9 +2,10 @@
 
 A ``Section`` is a titled table of display strings: each numeric column holds bare numbers in one unit named in
 its header (``wall ms``), kernel names are short (``analyzers.names.short_name``) unless ``full_names``, and the
-columns a reader rarely needs are ``optional`` (shown with ``wide``). Unknown values read ``—``: a collective of
-0 bytes is one whose size the trace did not record (NCCL kernels without message sizes, DeepEP, gloo spans
-without annotations), so it reads ``—``, never ``0 B``. Nothing here measures: every figure is the summary's.
+columns a reader rarely needs are ``optional`` (shown with ``wide``). Unknown values (null in the summary) read
+``—``: a collective whose size the trace did not record (NCCL kernels without message sizes, DeepEP, gloo spans
+without annotations, a dtype of unknown size) has bytes null, and a bus bandwidth without a known group size is
+null, so they read ``—``, never ``0 B`` or ``0.00``. Nothing here measures: every figure is the summary's.
 """
 
 from __future__ import annotations
@@ -378,10 +379,7 @@ _IDS = ("rank", "step", "seq", "stream", "layer", "matched", "instances", "last_
 
 
 def _value(item: Mapping, f: str):
-    v = item.get(f)
-    if f in ("bytes",) and v == 0:  # the trace did not record a size (see the module docstring)
-        return None
-    return v
+    return item.get(f)
 
 
 def _is_number_column(f: str, values: list) -> bool:
@@ -400,7 +398,7 @@ def _text(v, c: Col, full_names: bool) -> str:
         return "outside steps"
     if isinstance(v, list):
         return view.span([int(x) for x in v]) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
-    if c.name and not full_names:
+    if c.name and not full_names and c.field != "short_name":  # a short_name is already the summary's label
         return short_name(str(v))
     return str(v)
 

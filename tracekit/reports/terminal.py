@@ -159,11 +159,27 @@ def _table(section: st.Section, keep: list[int], widths: list[int], fold: bool):
             min_width=widths[i],
             max_width=widths[i],
         )
-    for r in section.rows:
-        t.add_row(
-            *(escape(printable(r[i]) if fold or not section.flex[i] else cut_name(printable(r[i]), widths[i])) for i in keep)
-        )
+    cut = {i: distinct_cuts([printable(r[i]) for r in section.rows], widths[i]) for i in keep if section.flex[i] and not fold}
+    for j, r in enumerate(section.rows):
+        t.add_row(*(escape(cut[i][j] if i in cut else printable(r[i])) for i in keep))
     return t
+
+
+def distinct_cuts(texts: list[str], n: int) -> list[str]:
+    """Each text cut to ``n`` cells (``cut_name``); where different texts would read the same, each of them gets
+    a ``#k`` suffix within the ``n`` cells (k numbers all such texts in order, so suffixed labels never meet), so
+    that no two different kernels print as one name."""
+    out = [cut_name(t, n) for t in texts]
+    by: dict[str, set[str]] = {}
+    for t, c in zip(texts, out):
+        by.setdefault(c, set()).add(t)
+    clash = sorted({t for group in by.values() if len(group) > 1 for t in group})
+    rank = {t: k for k, t in enumerate(clash, 1)}
+    for j, t in enumerate(texts):
+        if t in rank:
+            sfx = f" #{rank[t]}"
+            out[j] = cut_name(t, max(1, n - len(sfx))) + sfx
+    return out
 
 
 class SummaryTable(StreamReporter):

@@ -89,11 +89,17 @@ def clock_note(summary: Mapping) -> str | None:
             "clocks not aligned: no all-reduce-like collective matched across ranks, so cross-rank figures "
             "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock"
         )
-    o = max(offs, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
+    applied = [o for o in offs if o.get("applied", True)]
+    agree = [o for o in offs if not o.get("applied", True)]
+    within = f"± {units.duration(max(float(o.get('spread_us') or 0.0) for o in agree))}" if agree else ""
+    if not applied:  # every estimate inside its own error bound: nothing corrected, said once
+        return f"clocks agree within {within} (cross-rank estimate from matched collectives); no offset applied"
+    o = max(applied, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
+    rest = f"; the other ranks' clocks agree within {within}" if agree else ""
     return (
         f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
         f"collectives): largest correction rank {o['rank']} {units.duration(o.get('offset_us'))} "
-        f"± {units.duration(o.get('spread_us'))}"
+        f"± {units.duration(o.get('spread_us'))}{rest}"
     )
 
 

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import EmptyWindowError
+from ...loader.classify import RuleSet
 from ...model.traceset import TraceSet
 from .collectives import CrossRank, cross_rank
-from .dimensions import dimension_map
+from .dimensions import dimension_map, dimension_warnings
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .overlap import RankOverlap, rank_overlap, restep
 from .steps import plan_steps
@@ -64,7 +65,9 @@ class CommAnalyzer:
         _require_steps(traces, ranks, options)
         dims = dimension_map(traces, options.dim_map)
         inst = Instances.concat([r.instances for r in ranks])
-        inst = inst.with_columns(dimension=_dimensions(dims, inst))
+        libraries = comm_libraries(inst["name"])
+        inst = inst.with_columns(dimension=_dimensions(dims, inst, libraries))
+        dim_warnings = dimension_warnings(inst, libraries, inst["dimension"], dims.overrides)
         multi = len(traces) > 1
         clockless, clock_warnings = clockless_ranks(traces)
         usable = [r for r in traces.ranks if r not in clockless]
@@ -72,13 +75,14 @@ class CommAnalyzer:
             inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
             usable,
             options.align_clocks if len(usable) > 1 else False,
+            int(traces.metadata.world_size or 0),
         )
         if clockless:
             cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
         unrec = _merge_unrecognised(
             [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces], options.top_unrecognised
         )
-        warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches
+        warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches + tuple(dim_warnings)
         warnings += tuple(loss_warnings(traces))
         return CommResult(ranks, cross, unrec, multi, warnings)
 
@@ -174,15 +178,28 @@ def _unmatched(matched: Instances, rest: Instances) -> Instances:
     return Instances.concat([matched, Instances({k: cols[k] for k in matched.columns})])
 
 
-def _dimensions(dims, inst: Instances) -> np.ndarray:
-    """Each instance's dimension, resolved once per distinct (pg_name, pg_desc, pg_ranks)."""
+def _dimensions(dims, inst: Instances, libraries: np.ndarray) -> np.ndarray:
+    """Each instance's dimension, resolved once per distinct (pg_name, pg_desc, pg_ranks, library)."""
     cols = ("pg_name", "pg_desc", "pg_ranks")
     if len(inst) == 0:
         return np.empty(0, object)
-    codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols], axis=1)
+    codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols] + [pd.factorize(libraries)[0]], axis=1)
     _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), inst["pg_members"][i]) for i in first], dtype=object)
+    names = np.array(
+        [dims.dimension(inst["pg_name"][i], inst["pg_desc"][i], inst["pg_members"][i], libraries[i]) for i in first],
+        dtype=object,
+    )
     return names[inverse.reshape(-1)]
+
+
+def comm_libraries(names: np.ndarray) -> np.ndarray:
+    """The communication library of each instance's kernel by the shipped name rules ("" for none), once per
+    distinct name."""
+    if len(names) == 0:
+        return np.empty(0, object)
+    codes, uniq = pd.factorize(names)
+    libs = [r.library if r is not None else "" for r in RuleSet().match(str(u) for u in uniq)]
+    return np.array(libs, dtype=object)[codes]
 
 
 def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:

@@ -58,8 +58,9 @@ class Instances:
 
 
 def nccl_bytes(in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
-    """nccl-tests' message size: the whole buffer (all_gather's output, reduce_scatter's input)."""
-    return np.clip(np.maximum(in_bytes, out_bytes), 0, None)
+    """nccl-tests' message size: the whole buffer (all_gather's output, reduce_scatter's input); -1 where neither
+    size is known (no element count, or a dtype of unknown size): unknown, never 0 bytes."""
+    return np.maximum(np.maximum(in_bytes, out_bytes), -1)
 
 
 def instances_from_table(table: EventTable, rank: int, k: iv.Intervals, info: RankInfo | None = None) -> Instances:
