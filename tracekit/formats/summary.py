@@ -55,6 +55,7 @@ class Totals(_Doc, kw_only=True):
     multi_stream_comm_us: Num | None = None
     host_wall_us: Num | None = None
     orphan_device_events: Int | None = None
+    dropped_events: Int | None = None
     steps_left_out: Int | None = None
 
 
@@ -74,6 +75,7 @@ class StepFigures(_Doc, kw_only=True):
     multi_stream_comm_us: Num | None = None
     host_wall_us: Num | None = None
     orphan_device_events: Int | None = None
+    dropped_events: Int | None = None  # events lost from the step (dropped as unreadable or implausible)
     complete: bool = True
     partial_reason: str | None | UnsetType = UNSET  # only on incomplete steps
 

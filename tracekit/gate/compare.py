@@ -186,6 +186,21 @@ def data_checks(
             )
         )
     for role, s in (("run", current), ("baseline", baseline)):
+        lossy = s.lossy_steps if s is not None and not allow_partial else []
+        if lossy:
+            shown = ", ".join(lossy[:3]) + (f" and {len(lossy) - 3} more" if len(lossy) > 3 else "")
+            out.append(
+                CheckResult(
+                    kind="data",
+                    name=f"{role} lost no events",
+                    passed=False,
+                    metric="steps",
+                    message=f"{role} {s.source}: events were dropped from {len(lossy)} steps as unreadable or "  # type: ignore[union-attr]
+                    f"implausible ({shown}); a verdict without them is not the run's: fix or re-export the trace, "
+                    "or --allow-partial gates the complete steps alone",
+                )
+            )
+    for role, s in (("run", current), ("baseline", baseline)):
         if s is None or s.has_data:
             continue
         why = "; ".join(s.partial_reasons()[:3]) or "no steps and no events"

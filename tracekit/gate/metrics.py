@@ -141,6 +141,17 @@ class RunMetrics:
         ]
 
     @property
+    def lossy_steps(self) -> list[str]:
+        """'rank R step S (N events)' for every step that lost events (``dropped_events`` > 0: dropped by the
+        loader as unreadable or implausible): a verdict without them is not the run's."""
+        return [
+            f"rank {r.rank} step {s.step} ({s.dropped_events} events)"
+            for r in self.doc.ranks
+            for s in r.steps
+            if s.dropped_events
+        ]
+
+    @property
     def truncated_ranks(self) -> list[int]:
         """Ranks whose trace file was cut short (salvaged by the loader); ``truncated`` null (summaries before the
         flag) is a whole file."""

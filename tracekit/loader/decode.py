@@ -342,18 +342,31 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
 
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise TraceFormatError(f"{path}: JSON without a 'traceEvents' list; not a Kineto/Chrome trace")
-    events, dropped = [], 0
+    events, dropped = [], []
     for raw in obj["traceEvents"]:
         try:
             events.append(msgspec.convert(raw, Event, strict=False))
         except (msgspec.ValidationError, TypeError):
-            dropped += 1
+            dropped.append(_where(raw))
     trace, notes = clean_header(obj, path)
     warnings += notes
     trace.traceEvents = events
+    trace.dropped = dropped
     if dropped:
-        warnings.append(f"{path}: dropped {dropped} of {len(obj['traceEvents'])} events with malformed fields")
+        warnings.append(
+            f"{path}: dropped {len(dropped)} of {len(obj['traceEvents'])} events with malformed fields; the steps "
+            "they lay in are marked incomplete"
+        )
     return trace
+
+
+def _where(raw: Any) -> tuple[Any, int]:
+    """(ts as written, correlation id or -1) of an event that could not be converted: where it lay, if it says."""
+    if not isinstance(raw, dict):
+        return None, -1
+    args = raw.get("args")
+    corr = args.get("correlation") if isinstance(args, dict) else None
+    return raw.get("ts"), corr if type(corr) is int and 0 <= corr < 2**62 else -1
 
 
 def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
