@@ -22,7 +22,7 @@ from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
 from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
-from .linking import CollRecords, comm_from_launch_context, fill_collectives
+from .linking import CLOCK_NOISE_NS, CollRecords, break_implausible_links, comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 from .structs import Args
 
@@ -69,6 +69,7 @@ class TableBuilder:
         self.saw_activity = False  # for absorb: whether trailer_reached was set by an activity of this builder
         self.drops = DroppedEvents()  # every event dropped here, once (starts before baseTimeNanoseconds is added)
         self.n_malformed_ph = 0
+        self.links = (0, 0, False)  # (impossible launch links, links examined, ids unusable): break_implausible_links
 
     def absorb(self, other: TableBuilder) -> None:
         """Append what ``other`` built from the events that follow this builder's in the file (a split trace's
@@ -261,6 +262,7 @@ class TableBuilder:
             )
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
+        warnings += _link_warnings(path, *self.links)
         if self.n_malformed_ph:
             warnings.append(
                 f"{path}: dropped {self.n_malformed_ph} malformed events without a 'ph' (event phase) or with one the "
@@ -356,6 +358,7 @@ class TableBuilder:
             external_id=p["external"],
         )
         del p, cat_codes
+        self.links = break_implausible_links(cols, is_device)
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
         comm_from_launch_context(cols, names, name_codes)
         assumed = self._collectives(cols, strings, names, name_codes, not named_groups)
@@ -570,6 +573,21 @@ def _to_ns(ts_us: np.ndarray) -> np.ndarray:
     """µs floats -> int64 ns without losing the integer part to float rounding."""
     whole = np.floor(ts_us)
     return whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000.0).astype(np.int64)
+
+
+def _link_warnings(path: str, early: int, linked: int, unusable: bool) -> list[str]:
+    if not early:
+        return []
+    what = (
+        f"{path}: {early} of {linked} device events start more than {CLOCK_NOISE_NS // 1000} µs before the launch "
+        "their correlation id names, which no device can do"
+    )
+    if unusable:
+        return [
+            f"{what}: the trace's correlation ids are unusable (shifted, reused or merged from another trace?); every "
+            "launch -> kernel link is broken and device events are placed in steps by time"
+        ]
+    return [f"{what}: those links are broken and the events placed in steps by time"]
 
 
 def _start_ns(ts_us) -> int:

@@ -141,8 +141,8 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
     if orphans.sum():
         warnings.append(
             f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
-            "before the profiler started); placed by time window (HTA drops them), counted per step in "
-            "orphan_device_events"
+            "before the profiler started, or a link the loader broke as impossible); placed by time window (HTA "
+            "drops them), counted per step in orphan_device_events"
         )
     _completeness(table, info, windows, step, device & keep, end)
     _loader_drops(table, info, lost, step, starts, host_end, ids, who, warnings)
