@@ -66,7 +66,9 @@ class _Group(click.Group):
         for cmd_name, target in COMMANDS:
             if cmd_name == name:
                 module, attr = target.split(":")
-                return _safe_paths(getattr(importlib.import_module(module), attr))
+                from .common import finite_numbers
+
+                return finite_numbers(_safe_paths(getattr(importlib.import_module(module), attr)))
         return None
 
     def invoke(self, ctx):
