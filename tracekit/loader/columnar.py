@@ -21,7 +21,7 @@ from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
-from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
+from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, normalise_step_names, thread_ids
 from .linking import CLOCK_NOISE_NS, CollRecords, break_implausible_links, comm_from_launch_context, fill_collectives
 from .rankinfo import Facts, rank_info
 from .structs import Args
@@ -70,6 +70,7 @@ class TableBuilder:
         self.drops = DroppedEvents()  # every event dropped here, once (starts before baseTimeNanoseconds is added)
         self.n_malformed_ph = 0
         self.links = (0, 0, False)  # (impossible launch links, links examined, ids unusable): break_implausible_links
+        self.step_notes: list[str] = []  # step names normalised or only looking like one (kinds.normalise_step_names)
 
     def absorb(self, other: TableBuilder) -> None:
         """Append what ``other`` built from the events that follow this builder's in the file (a split trace's
@@ -263,6 +264,7 @@ class TableBuilder:
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
         warnings += _link_warnings(path, *self.links)
+        warnings += [f"{path}: {note}" for note in self.step_notes]
         if self.n_malformed_ph:
             warnings.append(
                 f"{path}: dropped {self.n_malformed_ph} malformed events without a 'ph' (event phase) or with one the "
@@ -329,7 +331,8 @@ class TableBuilder:
         p = {k: c.view() for k, c in self.parts.items()}
         self.parts = {}
         strings: dict[str, int] = {}
-        names, cats = list(self.names), list(self.cats)
+        names, self.step_notes = normalise_step_names(list(self.names))
+        cats = list(self.cats)
         name_map = _intern(strings, names)
         cat_map = _intern(strings, cats)
         name_codes, cat_codes = p["name"], p["cat"]
