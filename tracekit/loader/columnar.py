@@ -271,8 +271,8 @@ class TableBuilder:
                 "trace format does not define; the steps they lay in are marked incomplete"
             )
         drops = self.drops
-        for ts_us, corr in trace.dropped:  # the events the lenient decode could not convert
-            drops = drops.plus("malformed", 1, [_start_ns(ts_us)], [corr])
+        for ts_us, corr, reason in trace.dropped:  # the events the lenient decode could not convert or cut out
+            drops = drops.plus(reason, 1, [_start_ns(ts_us)], [corr])
         if len(table) and not (
             table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
             or table.mask_kind(K.STEP).any()
