@@ -363,8 +363,18 @@ def read_summary(
     path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES, error: type[TracekitError] = SummaryFormatError
 ) -> SummaryDoc:
     """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
-    the file as an option: ConfigError)."""
-    return read_summary_as_written(path, max_bytes, error)[0]
+    the file as an option: ConfigError). Typed only: no second copy of the document as builtins (a baseline of
+    10**6 steps is hundreds of MB of them)."""
+    data = core.read_bytes(path, error=error, max_bytes=max_bytes)
+    try:  # straight into the Structs; a fault is decoded again the general way, for its one-line message
+        doc = _TYPED.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        doc = core.decode(data, SummaryDoc, source=os.fspath(path), error=error, fix=FIX, schema=(FAMILY, MAJOR))
+    del data
+    return _checked(doc, os.fspath(path), error)
+
+
+_TYPED = msgspec.json.Decoder(SummaryDoc)
 
 
 def read_summary_as_written(

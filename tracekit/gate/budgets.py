@@ -52,7 +52,9 @@ def _parse_value(text: str, metric: str, where: str) -> float:
     text = text.strip()
     percent = text.endswith("%")
     number = text[:-1].strip() if percent else text
-    if not _NUMBER_RE.match(number) or not math.isfinite(float(number)):  # 1e999 reads as inf: no budget
+    if not _NUMBER_RE.match(number):
+        raise ConfigError(f"budget {where!r}: value {text!r} is not a number; write e.g. 0.15, 15% or 800")
+    if not math.isfinite(float(number)):  # 1e999 reads as inf: a budget that holds nothing
         raise ConfigError(f"budget {where!r}: value {text!r} is not a finite number; write e.g. 0.15, 15% or 800")
     value = float(number)
     if percent:
