@@ -195,8 +195,8 @@ def data_checks(
                     name=f"{role} lost no events",
                     passed=False,
                     metric="steps",
-                    message=f"{role} {s.source}: events were dropped from {len(lossy)} steps as unreadable or "  # type: ignore[union-attr]
-                    f"implausible ({shown}); a verdict without them is not the run's: fix or re-export the trace, "
+                    message=f"{role} {s.source}: events were dropped from {len(lossy)} step{'s' if len(lossy) != 1 else ''} "  # type: ignore[union-attr]
+                    f"as unreadable or implausible ({shown}); a verdict without them is not the run's: fix or re-export the trace, "
                     "or --allow-partial gates the complete steps alone",
                 )
             )

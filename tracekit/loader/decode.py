@@ -133,7 +133,8 @@ def raw_chunks(
                     fed = True
                     out = inflater.decompress(raw, size)
                     member_out += len(out)
-                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data) if inflater.eof else 0)
+                    # at a member's end zlib leaves the bytes after it in both unused_data and unconsumed_tail
+                    consumed += len(raw) - len(inflater.unused_data if inflater.eof else inflater.unconsumed_tail)
                     if not total and out.startswith(_BOM):
                         out = out[len(_BOM) :]
                     if not total and out:

@@ -16,8 +16,8 @@ holds all of a step's work. The rules, in the order they apply:
   started) are placed by the window their start falls in and counted per step (``orphan_device_events``).
 - A device event of a step that starts more than a second after the last step's host window is dropped
   (counted): a corrupt timestamp, not the step's work. So is a device event (or a gloo span) of step N that ends
-  more than a second after step N+2 has begun on both host and device (its host window ends and its first device
-  event starts): by then the device has moved on two steps, whatever the host ran ahead by. Either marks the step
+  more than a second after step N+2 has both ended on the host and begun on the device (its host window's end, its
+  first device event's start): by then the device has moved on two steps, whatever the host ran ahead by. Either marks the step
   incomplete, as does every event the loader dropped from it (``RankInfo.dropped``: placed by the step of its
   launch, else by the window its start falls in, else -- its time unreadable -- in every step).
 - A step's device span runs from its window start to the end of its last device activity (at least its host
@@ -131,8 +131,8 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
         orphan_rows &= ~overdue
         warnings.append(
             f"{who}: dropped {int(overdue.sum())} device events (or communication spans) that end more than 1 s "
-            "after the step two later has begun on host and device: an implausible duration; their steps are "
-            "marked incomplete"
+            "after the step two later ended on the host and began on the device: an implausible duration; their "
+            "steps are marked incomplete"
         )
         pos, valid = _positions(step, ids, keep & device_kind)
     end = _span_end(table, pos, valid, host_end)
@@ -306,8 +306,8 @@ def _count_rows(lost: list[dict[str, int]], steps: np.ndarray, ids: np.ndarray, 
 
 
 def _overdue(table: EventTable, step, keep, host_end, first_device, ids) -> np.ndarray:
-    """Device events and communication spans of step N that end more than 1 s after step N+2 has begun on the
-    host and on the device (its host window has ended, its first device event started)."""
+    """Device events and communication spans of step N that end more than 1 s after step N+2 has ended on the host
+    and begun on the device (its host window's end, its first device event's start; the later of the two)."""
     if len(ids) < 3:
         return np.zeros(len(step), dtype=bool)
     later = np.maximum(host_end[2:], np.where(first_device[2:] == np.iinfo(np.int64).max, host_end[2:], first_device[2:]))
