@@ -280,7 +280,8 @@ class TableBuilder:
         ):
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
         info = replace(
-            rank_info(trace, path, table, self.facts, warnings), dropped=drops.shifted(int(trace.baseTimeNanoseconds or 0))
+            rank_info(trace, path, table, self.facts, warnings),
+            dropped=drops.ordered().shifted(int(trace.baseTimeNanoseconds or 0)),
         )
         if trace.truncated:  # events are kept in file order: the last row is the last event before the cut
             last = int(table["ts_ns"][-1]) if len(table) and not self.rounded else -1  # -1: nothing is sure

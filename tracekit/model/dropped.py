@@ -71,11 +71,27 @@ class DroppedEvents:
         return DroppedEvents(tuple(counts.items()), tuple(reasons), tuple(starts), tuple(corrs))
 
     def merged(self, other: DroppedEvents) -> DroppedEvents:
-        out = self
+        """``other``'s drops after these (the next piece of a split trace): the records in file order."""
+        counts = dict(self.counts)
         for reason, n in other.counts:
-            rows = [i for i, r in enumerate(other.reason) if r == reason]
-            out = out.plus(reason, n, [other.ts_ns[i] for i in rows], [other.correlation[i] for i in rows])
-        return out
+            counts[reason] = counts.get(reason, 0) + n
+        room = max(0, MAX_PLACED - len(self.reason))
+        return DroppedEvents(
+            tuple(counts.items()),
+            self.reason + other.reason[:room],
+            self.ts_ns + other.ts_ns[:room],
+            self.correlation + other.correlation[:room],
+        )
+
+    def ordered(self) -> DroppedEvents:
+        """The records sorted (start, reason, correlation): one order whatever pieces the trace was read in."""
+        rows = sorted(zip(self.ts_ns, self.reason, self.correlation))
+        return DroppedEvents(
+            tuple(sorted(self.counts)),
+            tuple(r for _, r, _ in rows),
+            tuple(t for t, _, _ in rows),
+            tuple(c for _, _, c in rows),
+        )
 
     def shifted(self, base_ns: int) -> DroppedEvents:
         """The starts moved by ``base_ns`` (the trace's baseTimeNanoseconds, added to every time column)."""
