@@ -127,8 +127,6 @@ def _after(data: bytes, pos: int, at: int, path: str, exc: Exception):
     """The first event boundary after byte ``at`` from which the rest of the array decodes: (its offset, the rest
     as a document, None, whether the rest was cut short and salvaged); or (offset, None, the decode error, False)
     when the rest holds another bad byte."""
-    from .decode import salvaged_prefix
-
     for m in list(_BOUNDARY.finditer(data, max(at, pos)))[:_TRIES]:
         nxt = m.start(1)
         piece = _OPEN + data[nxt:]
@@ -159,3 +157,34 @@ def _places(cut: bytes) -> list[tuple[Any, int]]:
             t = None
         out.append((t, int(corr.group(1)) if corr else -1))
     return out
+
+
+def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
+    """A trace cut short (killed process, full disk): the document made of every complete event before the cut
+    (the bytes up to the last event that closes cleanly, then ``]}``), the same decoded, and the warning to give."""
+    start = data.find(b'"traceEvents"')
+    if start < 0:
+        raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
+    cut = len(data)
+    for _ in range(8):  # the last few event boundaries; the first that closes cleanly wins
+        cut = data.rfind(b"}", start, cut)
+        if cut < 0:
+            break
+        candidate = bytes(data[: cut + 1]) + b"]}"
+        try:
+            obj = _UNTYPED.decode(candidate)
+        except msgspec.DecodeError:
+            continue
+        events = obj.get("traceEvents") if isinstance(obj, dict) else None
+        if not isinstance(events, list) or not events:
+            break
+        return (
+            candidate,
+            obj,
+            (
+                f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
+                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
+                "export"
+            ),
+        )
+    raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None

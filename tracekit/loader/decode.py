@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
-from .corrupt import is_truncation, read_around
+from .corrupt import is_truncation, read_around, salvaged_prefix
 from .files import RunGuard, env_limit, open_regular
 from .structs import Event, RawTrace, Trace
 
@@ -419,37 +419,6 @@ def _where(raw: Any) -> tuple[Any, int, str]:
     args = raw.get("args")
     corr = args.get("correlation") if isinstance(args, dict) else None
     return raw.get("ts"), corr if type(corr) is int and 0 <= corr < 2**62 else -1, "malformed"
-
-
-def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
-    """A trace cut short (killed process, full disk): the document made of every complete event before the cut
-    (the bytes up to the last event that closes cleanly, then ``]}``), the same decoded, and the warning to give."""
-    start = data.find(b'"traceEvents"')
-    if start < 0:
-        raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
-    cut = len(data)
-    for _ in range(8):  # the last few event boundaries; the first that closes cleanly wins
-        cut = data.rfind(b"}", start, cut)
-        if cut < 0:
-            break
-        candidate = bytes(data[: cut + 1]) + b"]}"
-        try:
-            obj = _UNTYPED.decode(candidate)
-        except msgspec.DecodeError:
-            continue
-        events = obj.get("traceEvents") if isinstance(obj, dict) else None
-        if not isinstance(events, list) or not events:
-            break
-        return (
-            candidate,
-            obj,
-            (
-                f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
-                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
-                "export"
-            ),
-        )
-    raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
 
 
 def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
