@@ -20,7 +20,9 @@ from tracekit.loader.loading import LoadOptions, load
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 MORE = os.path.join(DATA, "kineto-gpu-more")
 ALEXNET_WINDOW = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
-TRACES = sorted(glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")))
+# the Triton trace's one step has an implausible window (13.3 s; its events span 1.5 ms): marked incomplete, so it has
+# no step to replay (tests/unit/loader/test_conformance_corpus.py, IMPLAUSIBLE_STEP)
+TRACES = sorted(p for p in glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")) if "triton-kernels" not in p)
 
 
 def _load(path):

@@ -135,7 +135,9 @@ class _Group(click.Group):
         for cmd_name, target in COMMANDS:
             if cmd_name == name:
                 module, attr = target.split(":")
-                return _with_examples(_safe_paths(getattr(importlib.import_module(module), attr)), name)
+                from .common import finite_numbers
+
+                return _with_examples(finite_numbers(_safe_paths(getattr(importlib.import_module(module), attr))), name)
         return None
 
     def invoke(self, ctx):

@@ -89,6 +89,9 @@ class Trace(msgspec.Struct):
     versions: dict | None = None  # the profiler's library versions (header.VERSION_FIELDS): which platform recorded
     # set by salvage_truncated, never read from a file (no trace has this key)
     truncated: bool = msgspec.field(default=False, name="~tracekit salvaged a truncated file~")
+    # set by the lenient decode: (ts as written, correlation or -1, reason) of each event it could not convert or
+    # cut out around a corrupt byte
+    dropped: list = msgspec.field(default_factory=list, name="~tracekit dropped malformed events~")
 
 
 class RawTrace(msgspec.Struct):

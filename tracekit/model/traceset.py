@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from .dropped import DroppedEvents
 from .events import EventTable
 from .layout import ParallelLayout
 
@@ -71,6 +72,7 @@ class RankInfo:
     truncated: bool = False  # the file was cut short and salvaged: events past the cut are lost
     last_complete_ns: int = -1  # when truncated: the time of the last event kept (the loader's time base)
     activities_whole: bool = False  # when truncated: the cut fell in the metadata written after every activity
+    dropped: DroppedEvents = field(default_factory=DroppedEvents)  # the events the loader dropped, and where they lay
     # a process group's member ranks as the events' ``pg_ranks`` text names them ("[0, 1]", "0,1") -> the ranks;
     # filled once by the loader (not part of the cache: derived from the table on every load)
     group_ranks: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
@@ -98,6 +100,7 @@ class RankInfo:
             "truncated": self.truncated,
             "last_complete_ns": self.last_complete_ns,
             "activities_whole": self.activities_whole,
+            "dropped": self.dropped.to_dict(),
         }
 
     @classmethod
@@ -119,6 +122,7 @@ class RankInfo:
             truncated=bool(d.get("truncated", False)),
             last_complete_ns=int(d.get("last_complete_ns", -1)),
             activities_whole=bool(d.get("activities_whole", False)),
+            dropped=DroppedEvents.from_dict(d.get("dropped")),
         )
 
 

@@ -129,6 +129,7 @@ def test_summary_json_has_the_contract_keys_and_single_rank_nulls():
         "multi_stream_comm_us": 0.02,
         "host_wall_us": 0.1,
         "orphan_device_events": 0,
+        "dropped_events": 0,
         "complete": True,
     }
     assert d["ranks"][0]["totals"]["comm_us"] == pytest.approx(0.11)
