@@ -13,11 +13,13 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
+from tests.helpers.flight import hang_report
 from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.comm.inventory import Inventory
 from tracekit.analyzers.comm.timeline_record import median_step
+from tracekit.analyzers.flight.results import HangReport
 from tracekit.analyzers.memory.activation_compare import ModelEstimate, estimate_memory
 from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
@@ -72,6 +74,7 @@ def documents() -> dict[type, object]:
         WorkloadDigest: digest,
         TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
         MergedTrace: _merged(trace),
+        HangReport: hang_report(),
     }
 
 
@@ -120,6 +123,7 @@ def test_the_formats_each_command_offers_have_a_reporter():
         (GateReport, ("text", "json", "junit", "markdown")),
         (WorkloadDigest, ("text",)),
         (TraceAnnotation, ("perfetto",)),
+        (HangReport, ("table", "json", "markdown")),
     ):
         for f in formats:
             assert get_reporter(f, document=document).format == f

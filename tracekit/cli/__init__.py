@@ -24,6 +24,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("run", "tracekit.cli.run:run"),
     ("demo", "tracekit.cli.demo:demo"),
     ("whatif", "tracekit.cli.whatif:whatif"),
+    ("hang", "tracekit.cli.hang:hang"),
 )
 
 
@@ -41,6 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "run": "Run and profile a reference workload (needs torch).",
     "demo": "Run, profile, analyse and report a real gloo workload (needs torch).",
     "whatif": "Re-time the dependency graph of every step with changed costs.",
+    "hang": "Who hung, on which collective, and why, from Flight Recorder dumps.",
 }
 
 

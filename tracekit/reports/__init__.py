@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .base import Rendered, Reporter, StreamReporter
 from .diff_text import DiffText
+from .flight_hang import HangMarkdown, HangTable
 from .gate_text import CheckText
 from .html import HtmlReporter
 from .inventory import InventoryTable
@@ -41,6 +42,8 @@ REPORTERS: tuple[Reporter, ...] = (
     WorkloadText(),  # reports.workload.WorkloadDigest -> text `run`
     PerfettoReporter(),  # reports.perfetto.TraceAnnotation -> perfetto `annotate`
     MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
+    HangTable(),  # analyzers.flight.hang.HangReport -> table  `hang`
+    HangMarkdown(),  # analyzers.flight.hang.HangReport -> markdown `hang --format markdown`
 )
 
 
