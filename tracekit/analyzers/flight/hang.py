@@ -106,7 +106,7 @@ def _group_state(g: Group, rows: pd.DataFrame, p2p: pd.DataFrame, have: set[int]
                     missing,
                     f"group {label} [{dim}]: {_ranks(missing)} never reached collective {reached + 1} ({nxt}) that "
                     f"{_ranks(entered)} entered; {_their(missing)} last was {reached or 'none'}"
-                    + (f" ({what})" if reached else ""),
+                    + (f" ({_what(at[at['rank'] == missing[0]])})" if reached else ""),
                 )
             )
         else:

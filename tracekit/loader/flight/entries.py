@@ -20,7 +20,8 @@ from typing import Any
 from ...model.flight import ABSENT, GroupStatus
 from ...model.traceset import ProcessGroup, parse_ranks
 
-_TORCH_FRAME_PARTS = ("/torch/", "\\torch\\", "/multiprocessing/", "<string>")
+# frames of torch itself and of the interpreter's start-up, skipped to reach the user's call
+_TORCH_FRAME_PARTS = ("-packages/torch/", "/torch/distributed/", "\\torch\\", "/multiprocessing/", "<string>")
 
 
 class FieldLog:
