@@ -104,3 +104,12 @@ def hang_report():
     with tempfile.TemporaryDirectory() as tmp:
         write_dumps(Path(tmp), {0: dump(ring(3)), 1: dump(ring(3)), 2: dump(ring(2))})
         return analyze_hang(read_flight_dir(tmp))
+
+
+def flight_timing():
+    """The FlightTiming of the real gloo-sleep dumps (tests/data/flight-recorder)."""
+    from tests.helpers.data import DATA
+    from tracekit.analyzers.flight.timing import analyze_timing
+    from tracekit.loader.flight import read_flight_dir
+
+    return analyze_timing(read_flight_dir(DATA / "flight-recorder" / "gloo-sleep"))

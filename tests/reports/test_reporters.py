@@ -13,13 +13,14 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
-from tests.helpers.flight import hang_report
+from tests.helpers.flight import flight_timing, hang_report
 from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.comm.inventory import Inventory
 from tracekit.analyzers.comm.timeline_record import median_step
 from tracekit.analyzers.flight.results import HangReport
+from tracekit.analyzers.flight.timing_results import FlightTiming
 from tracekit.analyzers.memory.activation_compare import ModelEstimate, estimate_memory
 from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
@@ -75,6 +76,7 @@ def documents() -> dict[type, object]:
         TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
         MergedTrace: _merged(trace),
         HangReport: hang_report(),
+        FlightTiming: flight_timing(),
     }
 
 
@@ -124,6 +126,7 @@ def test_the_formats_each_command_offers_have_a_reporter():
         (WorkloadDigest, ("text",)),
         (TraceAnnotation, ("perfetto",)),
         (HangReport, ("table", "json", "markdown")),
+        (FlightTiming, ("table", "json", "markdown")),
     ):
         for f in formats:
             assert get_reporter(f, document=document).format == f

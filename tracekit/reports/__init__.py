@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from .base import Rendered, Reporter, StreamReporter
 from .diff_text import DiffText
 from .flight_hang import HangMarkdown, HangTable
+from .flight_timing import FlightTimingMarkdown, FlightTimingTable
 from .gate_text import CheckText
 from .html import HtmlReporter
 from .inventory import InventoryTable
@@ -44,6 +45,8 @@ REPORTERS: tuple[Reporter, ...] = (
     MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
     HangTable(),  # analyzers.flight.hang.HangReport -> table  `hang`
     HangMarkdown(),  # analyzers.flight.hang.HangReport -> markdown `hang --format markdown`
+    FlightTimingTable(),  # analyzers.flight.timing_results.FlightTiming -> table  `analyze DIR` of dumps
+    FlightTimingMarkdown(),  # analyzers.flight.timing_results.FlightTiming -> markdown
 )
 
 
