@@ -60,6 +60,7 @@ def flight_timing(folder: str, *, dim_map=(), top: int = 10, with_kineto: bool =
     analysis = analysis_from_traces(traces, dim_map=dim_map, **load_kw)
     note = (
         "Kineto times a collective from its gloo/NCCL span on the worker (after any queue), the Flight Recorder from "
-        "its enqueue: waits differ by the queueing of collectives issued back to back"
+        "its enqueue: waits differ by the queueing of collectives issued back to back; the ring also holds the "
+        "collectives before the profiled steps (start-up, warm-up), which only the figures above count"
     )
     return replace(timing, kineto=kineto_agreement(run, analysis.comm.instances), notes=(*timing.notes, note))

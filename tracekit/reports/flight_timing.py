@@ -59,7 +59,8 @@ def _kineto_lines(k: dict | None) -> list[str]:
             f"  {d['dimension']}: {d['collectives']} collectives, wait Kineto {units.duration(d['kineto_wait_us'])} / "
             f"Flight Recorder {units.duration(d['flight_wait_us'])}, median difference "
             f"{units.duration(d['median_abs_diff_us'])} per rank, same last arriver in "
-            f"{units.percent(d['last_arrival_agreement'])}"
+            f"{units.percent(d['last_arrival_agreement'])}, straggler rank {d['kineto_straggler']} by Kineto, "
+            f"rank {d['flight_straggler']} by the Flight Recorder"
         )
     return lines
 

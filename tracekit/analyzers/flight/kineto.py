@@ -10,8 +10,10 @@ then takes FR's number. A collective is *common* when each of its Kineto ranks f
 number and the ops agree (gloo runs a reduce-scatter as an all-reduce, tracekit's ring exchange as an
 all-to-all).
 
-Per dimension: the wait of every rank in the common collectives by both (Kineto: from the worker's span start;
-FR: from the enqueue), their median difference, and how often both name the same last arriver.
+Per dimension (and over all of them, "all"): the wait of every rank in the common collectives by both (Kineto:
+from the worker's span start; FR: from the enqueue), their median difference, how often both name the same last
+arriver, and the straggler each names (the rank whose late arrivals caused the most waiting). The FR figures over
+the whole ring also hold the steps no profiler recorded (start-up, warm-up): only the common ones compare.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ def kineto_agreement(run: FlightRun, instances) -> KinetoAgreement:
     ]
     common = m[m["match_id"].isin(good.index)]
     dims = tuple(_dimension(str(d), sub) for d, sub in common.groupby("dimension"))
+    if len(common):
+        dims += (_dimension("all", common),)
     op_mismatch = int(((per_match["n"] == per_match["found"]) & ~per_match["ops"]).sum())
     return KinetoAgreement(
         dims,
@@ -95,6 +99,13 @@ def kineto_agreement(run: FlightRun, instances) -> KinetoAgreement:
         int(k["match_id"].nunique()),
         op_mismatch,
     )
+
+
+def _straggler(sub: pd.DataFrame, arrival: str, wait: str) -> int:
+    """The rank whose late arrivals caused its peers the most waiting (-1: none waited)."""
+    last = sub.loc[sub.groupby("match_id")[arrival].idxmax(), ["match_id", "rank"]].set_index("match_id")["rank"]
+    caused = sub.groupby("match_id")[wait].sum().groupby(last).sum()
+    return int(caused.idxmax()) if len(caused) and caused.max() > 0 else -1
 
 
 def _dimension(dim: str, sub: pd.DataFrame) -> DimensionAgreement:
@@ -110,4 +121,6 @@ def _dimension(dim: str, sub: pd.DataFrame) -> DimensionAgreement:
         float(diff.median()),
         agree,
         {int(r): (float(g["wait_ns"].sum()), float(g["fr_wait_ns"].sum())) for r, g in sub.groupby("rank")},
+        _straggler(sub, "start_ns", "wait_ns"),
+        _straggler(sub, "created_ns", "fr_wait_ns"),
     )

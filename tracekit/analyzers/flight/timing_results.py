@@ -90,6 +90,8 @@ class DimensionAgreement:
     median_abs_diff_ns: float  # per rank and collective
     last_arrival_agreement: float  # share of the collectives whose last arriver both name
     wait_by_rank_ns: Mapping[int, tuple[float, float]]  # rank -> (Kineto, FR)
+    kineto_straggler: int = -1  # the rank whose late arrivals caused the most waiting, by Kineto (-1: none)
+    flight_straggler: int = -1  # and by the Flight Recorder
 
     def to_dict(self) -> dict:
         return {
@@ -99,6 +101,8 @@ class DimensionAgreement:
             "flight_wait_us": self.flight_wait_ns / 1e3,
             "median_abs_diff_us": self.median_abs_diff_ns / 1e3,
             "last_arrival_agreement": self.last_arrival_agreement,
+            "kineto_straggler": self.kineto_straggler,
+            "flight_straggler": self.flight_straggler,
             "wait_by_rank_us": {
                 str(r): {"kineto": k / 1e3, "flight": f / 1e3} for r, (k, f) in sorted(self.wait_by_rank_ns.items())
             },
