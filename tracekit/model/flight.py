@@ -73,6 +73,20 @@ class FlightEntries:
         return FlightEntries(cols)
 
     @staticmethod
+    def from_columns(lists: Mapping[str, Sequence[object]]) -> FlightEntries:
+        """Lists of equal length for every column (see ENTRY_COLUMNS)."""
+        cols = {
+            name: np.array(lists[name], dtype=object) if dtype == np.dtype(object) else np.array(lists[name], dtype=dtype)
+            for name, dtype in ENTRY_COLUMNS.items()
+        }
+        return FlightEntries(cols)
+
+    def ordered(self) -> FlightEntries:
+        """Rows by (rank, record_id, created_ns): the ring's order, oldest first."""
+        order = np.lexsort((self.columns["created_ns"], self.columns["record_id"], self.columns["rank"]))
+        return FlightEntries({k: v[order] for k, v in self.columns.items()})
+
+    @staticmethod
     def concat(parts: Sequence[FlightEntries]) -> FlightEntries:
         parts = [p for p in parts if len(p)]
         if not parts:

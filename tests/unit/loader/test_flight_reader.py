@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.data import DATA
 from tests.helpers.flight import dump, entry, ring, write_dumps
 from tracekit.loader.flight import BadPickleError, DumpFormatError, UnsafePickleError, loads_plain, read_dump, read_flight_dir
-from tracekit.loader.flight.safe_pickle import _PlainUnpickler
+from tracekit.loader.flight.safe_pickle import _PlainUnpickler, check_opcodes
 
 REAL = DATA / "flight-recorder"
 
@@ -51,14 +51,25 @@ def test_a_pickle_with_a_global_and_reduce_is_refused_and_runs_nothing(tmp_path,
     assert not marker.exists()  # ...and tracekit never ran it
 
 
-def test_the_second_wall_refuses_a_global_even_without_the_opcode_check(tmp_path):
+def test_each_wall_refuses_on_its_own(tmp_path):
+    """The unpickler that resolves no global, without the opcode check; and the opcode check, before any unpickling."""
     marker = tmp_path / "pwned"
     import io
 
     for data in (_evil(marker, 2), _evil(marker, 4), pickle.dumps(_Build(), protocol=2)):
         with pytest.raises(pickle.UnpicklingError, match="asks for the global"):
             _PlainUnpickler(io.BytesIO(data)).load()
+        with pytest.raises(UnsafePickleError, match="opcode (GLOBAL|STACK_GLOBAL)"):
+            check_opcodes(data, "evil")
     assert not marker.exists()
+    check_opcodes(pickle.dumps(dump(ring(3)), protocol=2), "plain")  # a dump passes
+
+
+def test_reduce_without_a_global_is_refused_by_name():
+    """REDUCE on a plain value (nothing callable can be on the stack): refused, naming REDUCE."""
+    data = b"\x80\x02X\x04\x00\x00\x00evil)R."  # PROTO 2, 'evil', (), REDUCE, STOP
+    with pytest.raises(UnsafePickleError, match="opcode REDUCE at byte 12"):
+        loads_plain(data, "x")
 
 
 def test_an_unsafe_dump_is_one_error_line_with_exit_3_and_no_file_appears(tmp_path):
@@ -87,7 +98,7 @@ def test_a_memo_bomb_and_deep_nesting_are_refused_quickly():
     shared: list = ["x"]
     for _ in range(28):  # 2**28 leaves as a tree, a few hundred bytes as a pickle
         shared = [shared, shared]
-    data = pickle.dumps({"entries": shared}, protocol=2)
+    data = pickle.dumps({"entries": [], "pg_config": shared}, protocol=2)
     assert len(data) < 2000
     with pytest.raises(BadPickleError, match="pickle bomb"):
         loads_plain(data, "bomb")
@@ -95,7 +106,25 @@ def test_a_memo_bomb_and_deep_nesting_are_refused_quickly():
     for _ in range(200):
         deep = [deep]
     with pytest.raises(BadPickleError, match="nested more than 32 levels"):
-        loads_plain(pickle.dumps(deep, protocol=2), "deep")
+        loads_plain(pickle.dumps({"pg_status": deep}, protocol=2), "deep")
+
+
+def test_a_bomb_inside_the_entries_is_never_walked(tmp_path):
+    """Entries are read by a typed conversion of fixed depth: a shared or deep structure in a field it does not
+    read is never visited, and one where a field should be is that field of the wrong type."""
+    shared: list = ["x"]
+    for _ in range(40):  # 2**40 leaves as a tree
+        shared = [shared, shared]
+    deep: list = []
+    for _ in range(200):  # deeper than any dump (pickle itself recurses to write it)
+        deep = [deep]
+    entries = [entry(1, extra_field=shared), entry(2, frames=shared), entry(3, input_sizes=deep)]
+    d = write_dumps(tmp_path / "d", {0: dump(entries)})
+    dump0, table = read_dump(str(d / "_dump_0"), 0)
+    assert table["seq"].tolist() == [1, 2, 3] and table["frame"].tolist() == ["train.py:42 in step", "", "train.py:42 in step"]
+    assert table["input_sizes"].tolist() == ["[[8]]", "[[8]]", ""]
+    (note,) = dump0.notes
+    assert "frames ×1" in note and "input_sizes ×1" in note
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ...model.flight import FlightRun
 from ..comm.dimensions import DimensionMap, parse_overrides
@@ -43,23 +44,22 @@ class Group:
         }
 
 
-def group_key(name: str, desc: str) -> str:
-    """A group's identity across ranks: its name, or its description where it has none."""
-    return name or desc
-
-
 def run_groups(run: FlightRun, dim_map: Iterable[str] = ()) -> tuple[Group, ...]:
-    """Every group with an entry in some dump, ordered by name (numeric names numerically)."""
+    """Every group with an entry in some dump, ordered by name (numeric names numerically). A group is known by
+    its name, or its description where it has none."""
     e = run.entries
-    keys = np.array([group_key(n, d) for n, d in zip(e["pg_name"], e["pg_desc"])], dtype=object)
+    keys = np.where(e["pg_name"] != "", e["pg_name"], e["pg_desc"])  # group_key, on the arrays
     config = {pg.name: pg for d in run.dumps for pg in d.process_groups if pg.ranks}
     manifest = {pg.name: pg for pg in run.manifest_groups if pg.ranks}
     dims = DimensionMap(parse_overrides(dim_map), dict(run.group_dimensions), len(run.expected_ranks))
+    frame = pd.DataFrame({"key": keys, "desc": e["pg_desc"], "rank": e["rank"]})
+    frame = frame[frame["key"] != ""]
+    observed_by = frame.groupby("key")["rank"].unique()
+    desc_by = frame[frame["desc"] != ""].groupby("key")["desc"].agg(lambda d: d.value_counts().index[0])
     out = []
-    for key in sorted(set(keys.tolist()) - {""}, key=_name_order):
-        rows = keys == key
-        desc = _most_common(e["pg_desc"][rows])
-        observed = tuple(sorted(set(e["rank"][rows].tolist())))
+    for key in sorted(observed_by.index, key=_name_order):
+        desc = str(desc_by.get(key, ""))
+        observed = tuple(sorted(int(r) for r in observed_by[key]))
         if key in config:
             members, source = config[key].ranks, "pg_config"
         elif key in manifest:
@@ -71,11 +71,6 @@ def run_groups(run: FlightRun, dim_map: Iterable[str] = ()) -> tuple[Group, ...]
         members = tuple(sorted(set(members) | set(observed)))  # a rank with entries is a member whatever is said
         out.append(Group(key, desc, dims.dimension(key, desc, members), members, source))
     return tuple(out)
-
-
-def _most_common(values: np.ndarray) -> str:
-    texts = [v for v in values.tolist() if v]
-    return max(set(texts), key=texts.count) if texts else ""
 
 
 def _name_order(name: str) -> tuple[int, int, str]:

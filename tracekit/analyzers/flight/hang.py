@@ -20,22 +20,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
 from ...formats import units
 from ...model.flight import FlightRun
 from .evidence import Evidence, suspects
-from .groups import Group, group_key, run_groups
+from .groups import Group, run_groups
 from .results import GroupState, HangReport
-from .signatures import first_mismatches
+from .signatures import first_mismatch, mismatched
 
 
 def collective_frame(run: FlightRun) -> pd.DataFrame:
     """The collectives (not point-to-point) with a sequence number, one row each, with their group key."""
     cols = run.entries.columns
-    df = pd.DataFrame({k: cols[k] for k in cols})
-    df["key"] = [group_key(n, d) for n, d in zip(df["pg_name"], df["pg_desc"])]
-    return df
+    key = np.where(cols["pg_name"] != "", cols["pg_name"], cols["pg_desc"])  # group_key, on the arrays
+    return pd.DataFrame({**{k: cols[k] for k in cols}, "key": key})
 
 
 def analyze_hang(run: FlightRun, dim_map: Iterable[str] = ()) -> HangReport:
@@ -46,10 +46,14 @@ def analyze_hang(run: FlightRun, dim_map: Iterable[str] = ()) -> HangReport:
     wrapped = {int(r) for r, first in df.groupby("rank")["record_id"].min().items() if first > 0}
     states, evidence, mismatches = [], [], []
     have = set(run.ranks)
+    by_key = dict(tuple(coll.groupby("key", sort=False)))
+    p2p_by_key = dict(tuple(df[df["is_p2p"] == 1].groupby("key", sort=False)))
+    bad = mismatched(coll).set_index("key")
+    empty = coll.iloc[:0]
     for g in groups:
-        rows = coll[coll["key"] == g.name]
-        state, found = _group_state(g, rows, df[(df["key"] == g.name) & (df["is_p2p"] == 1)], have, wrapped)
-        mism, mism_evidence = first_mismatches(g, rows)
+        rows = by_key.get(g.name, empty)
+        state, found = _group_state(g, rows, p2p_by_key.get(g.name, empty), have, wrapped)
+        mism, mism_evidence = first_mismatch(g, rows, bad.loc[g.name]) if g.name in bad.index else ([], [])
         mismatches += mism
         stalled = _late(g, rows) + _not_started(g, rows, state)
         found += mism_evidence + stalled

@@ -20,21 +20,6 @@ FIELDS = ("op", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
 SIZE_FREE_OPS = ("all_to_all", "all_to_allv", "alltoall", "alltoall_base")
 
 
-def _differs(values: pd.Series) -> bool:
-    return values[values != ""].nunique() > 1
-
-
-def _field(sub: pd.DataFrame) -> str | None:
-    """The first field on which the members' entries of one sequence number differ."""
-    size_free = bool(sub["op"].isin(SIZE_FREE_OPS).any())
-    for f in FIELDS:
-        if size_free and f.endswith("_sizes"):
-            continue
-        if _differs(sub[f]):
-            return f
-    return None
-
-
 def _odd(sub: pd.DataFrame, f: str) -> tuple[tuple[int, ...], str]:
     """The ranks outside the strict majority of ``f`` (all ranks without one), and the majority value."""
     values = {int(r): v for r, v in zip(sub["rank"], sub[f]) if v != ""}
@@ -45,22 +30,38 @@ def _odd(sub: pd.DataFrame, f: str) -> tuple[tuple[int, ...], str]:
     return tuple(sorted(values)), ""
 
 
-def first_mismatches(g: Group, rows: pd.DataFrame):
-    """``([mismatch dict], [Evidence])`` for the first mismatched sequence number of group ``g`` (``rows``: its
-    collective entries, every member's)."""
-    if rows.empty:
-        return [], []
-    several = rows.groupby("seq")["rank"].transform("nunique") > 1
-    cand = rows[several]
-    if cand.empty:
-        return [], []
-    bad = [int(s) for s, sub in cand.groupby("seq", sort=True) if _field(sub) is not None]
-    if not bad:
-        return [], []
-    seq = bad[0]
-    sub = cand[cand["seq"] == seq]
-    f = _field(sub)
-    assert f is not None
+def mismatched(coll: pd.DataFrame) -> pd.DataFrame:
+    """Per (group key, seq) with a mismatch: the first differing field (columns key, seq, field, later), one row
+    per group: its first mismatched sequence number and how many later ones differ too. Vectorised: one groupby
+    per field over every group at once."""
+    if coll.empty:
+        return pd.DataFrame(columns=["key", "seq", "field", "later"])
+    df = coll[["key", "seq", "op", *FIELDS[1:]]].copy()
+    free = df["op"].isin(SIZE_FREE_OPS).groupby([df["key"], df["seq"]]).transform("max")
+    bad = {}
+    for f in FIELDS:
+        values = df[f].astype(object).where(df[f] != "")
+        if f.endswith("_sizes"):
+            values = values.where(~free)
+        bad[f] = values.groupby([df["key"], df["seq"]]).nunique() > 1
+    table = pd.DataFrame(bad)
+    table = table[table.any(axis=1)]
+    if table.empty:
+        return pd.DataFrame(columns=["key", "seq", "field", "later"])
+    rows = []
+    for key, sub in table.groupby(level=0, sort=False):
+        seqs = sub.index.get_level_values(1)
+        first = int(seqs.min())
+        flags = sub.loc[(key, first)]
+        rows.append({"key": key, "seq": first, "field": next(f for f in FIELDS if flags[f]), "later": len(sub) - 1})
+    return pd.DataFrame(rows)
+
+
+def first_mismatch(g: Group, rows: pd.DataFrame, found: pd.Series):
+    """``([mismatch dict], [Evidence])`` for group ``g``'s first mismatched sequence number (``found``: its row of
+    :func:`mismatched`; ``rows``: the group's collective entries, every member's)."""
+    seq, f, later = int(found["seq"]), str(found["field"]), int(found["later"])
+    sub = rows[rows["seq"] == seq]
     odd, major = _odd(sub, f)
     by_rank = {str(int(r)): v for r, v in sorted(zip(sub["rank"], sub[f]))}
     mismatch = {
@@ -72,12 +73,12 @@ def first_mismatches(g: Group, rows: pd.DataFrame):
         "by_rank": by_rank,
         "majority": major,
         "odd_ranks": list(odd),
-        "later_mismatched": len(bad) - 1,
+        "later_mismatched": later,
     }
     seen = ", ".join(f"rank {r}: {v or '?'}" for r, v in by_rank.items())
     who = f"ranks {', '.join(map(str, odd))}" if len(odd) > 1 else f"rank {odd[0]}"
     side = "" if major else " (no majority: every side named)"
     text = f"group {g.label()} [{g.dimension}]: collective {seq} differs in {f} on {who}{side}: {seen}"
-    if len(bad) > 1:
-        text += f"; {len(bad) - 1} later collectives differ too"
+    if later:
+        text += f"; {later} later collectives differ too"
     return [mismatch], [Evidence("mismatch", g.name, g.dimension, seq, odd, text)]

@@ -70,7 +70,7 @@ def stragglers(df: pd.DataFrame) -> tuple[Straggler, ...]:
     per = pd.DataFrame(
         {"rank": last["rank"], "late": last["created_ns"] - second.reindex(last.index), "caused": g["wait_ns"].sum()}
     )
-    involved = sub.groupby("rank")[["key", "seq"]].apply(lambda x: len(x.drop_duplicates()))
+    involved = sub.drop_duplicates(["key", "seq", "rank"]).groupby("rank").size()
     out = [
         Straggler(int(r), len(p), int(involved.get(r, 0)), float(p["late"].mean()), float(p["caused"].sum()))
         for r, p in per.groupby("rank")

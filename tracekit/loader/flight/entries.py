@@ -15,7 +15,9 @@ dump's notes (never a crash, never a guess). Spellings that differ between versi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from ...model.flight import ABSENT, GroupStatus
 from ...model.traceset import ProcessGroup, parse_ranks
@@ -40,91 +42,97 @@ class FieldLog:
         return f"fields of an unexpected type left out as absent: {parts}"
 
 
-def _int(d: Mapping, key: str, log: FieldLog, *, positive: bool = False) -> int:
-    value = d.get(key)
-    if value is None:
-        return ABSENT
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
-        log.wrong(key)
-        return ABSENT
-    if positive and value <= 0:  # 0 is how a JSON dump writes "not recorded" for a time
-        return ABSENT
-    return value
+Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # what an int64 column holds
 
 
-def _text(d: Mapping, key: str, log: FieldLog) -> str:
-    value = d.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        log.wrong(key)
-        return ""
-    return value
+class _Frame(msgspec.Struct):
+    filename: Any = None
+    line: Any = None
+    name: Any = None
 
 
-def _flag(d: Mapping, key: str, log: FieldLog) -> int:
-    value = d.get(key)
-    if value is None:
-        return ABSENT
-    if not isinstance(value, bool):
-        log.wrong(key)
-        return ABSENT
-    return int(value)
+class Entry(msgspec.Struct, kw_only=True):
+    """One ring entry as the dumps spell it; a field absent, None or (after the per-field pass) of the wrong type
+    is None."""
+
+    record_id: Int | None = None
+    pg_id: Int | None = None
+    process_group: tuple[str, ...] | None = None  # (name, desc); (name,) in hand-written dumps
+    collective_seq_id: Int | None = None
+    seq_id: Int | None = None  # the first dumps' name for collective_seq_id
+    p2p_seq_id: Int | None = None
+    op_id: Int | None = None
+    profiling_name: str | None = None
+    is_p2p: bool | None = None
+    state: str | None = None
+    retired: bool | None = None
+    time_created_ns: Int | None = None
+    time_discovered_started_ns: Int | None = None
+    time_discovered_completed_ns: Int | None = None
+    duration_ms: float | None = None
+    timeout_ms: Int | None = None
+    input_sizes: list[list[Int]] | None = None
+    output_sizes: list[list[Int]] | None = None
+    input_dtypes: list[str] | None = None
+    output_dtypes: list[str] | None = None
+    frames: list[_Frame] | None = None
 
 
-def _duration_ns(d: Mapping, log: FieldLog) -> int:
-    value = d.get("duration_ms")
-    if value is None:
-        return ABSENT
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e12:  # NaN fails too
-        log.wrong("duration_ms")
-        return ABSENT
-    return int(round(value * 1e6))
+_FIELDS = tuple(f.name for f in msgspec.structs.fields(Entry))
 
 
-def _sizes(d: Mapping, key: str, log: FieldLog) -> str:
-    """``[[8, 16], [4]]`` as that text; anything else absent."""
-    value = d.get(key)
-    if value is None:
-        return ""
-    ok = isinstance(value, (list, tuple)) and all(
-        isinstance(s, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in s) for s in value
-    )
-    if not ok:
-        log.wrong(key)
-        return ""
-    return "[" + ", ".join("[" + ", ".join(str(x) for x in s) + "]" for s in value) + "]"
+def _entry(e: Any, log: FieldLog) -> Entry | None:
+    """``e`` as an Entry: in one C-level conversion when every field has its type, else field by field."""
+    if not isinstance(e, Mapping):
+        log.wrong("entries[]")
+        return None
+    try:
+        return msgspec.convert(e, Entry)
+    except msgspec.ValidationError:
+        pass
+    kept = {}
+    for key in _FIELDS:
+        if e.get(key) is None:
+            continue
+        try:
+            msgspec.convert({key: e[key]}, Entry)
+            kept[key] = e[key]
+        except msgspec.ValidationError:
+            log.wrong(key)
+    return msgspec.convert(kept, Entry)
 
 
-def _dtypes(d: Mapping, key: str, log: FieldLog) -> str:
-    value = d.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
-        log.wrong(key)
-        return ""
-    return ",".join(value)
-
-
-def _group(d: Mapping, log: FieldLog) -> tuple[str, str]:
-    value = d.get("process_group")
-    if value is None:
+def _group(e: Entry, log: FieldLog) -> tuple[str, str]:
+    g = e.process_group
+    if g is None:
         return "", ""
-    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 2 or not all(isinstance(x, str) for x in value):
+    if not 1 <= len(g) <= 2:
         log.wrong("process_group")
         return "", ""
-    return value[0], value[1] if len(value) == 2 else ""
+    return g[0], g[1] if len(g) == 2 else ""
 
 
-def _frame(d: Mapping) -> str:
+def _int(v: int | None) -> int:
+    return ABSENT if v is None else v
+
+
+def _time(v: int | None) -> int:
+    return v if v is not None and v > 0 else ABSENT  # 0 is how a JSON dump writes "not recorded"
+
+
+def _duration_ns(v: float | None, log: FieldLog) -> int:
+    if v is None:
+        return ABSENT
+    if not 0 <= v < 1e12:  # NaN fails too
+        log.wrong("duration_ms")
+        return ABSENT
+    return int(round(v * 1e6))
+
+
+def _frame(frames: list[_Frame] | None) -> str:
     """The first frame outside torch (the user's call), as ``file:line in name``; "" without frames."""
-    frames = d.get("frames")
-    if not isinstance(frames, (list, tuple)):
-        return ""
-    for f in frames:
-        if not isinstance(f, Mapping):
-            continue
-        filename, line, name = f.get("filename"), f.get("line"), f.get("name")
+    for f in frames or ():
+        filename, line, name = f.filename, f.line, f.name
         if not isinstance(filename, str) or any(p in filename for p in _TORCH_FRAME_PARTS):
             continue
         where = f"{filename}:{line}" if isinstance(line, int) and not isinstance(line, bool) else filename
@@ -138,38 +146,35 @@ def op_name(profiling_name: str) -> str:
     return (tail if sep and head.isidentifier() else profiling_name).strip()
 
 
-def entry_row(rank: int, e: Any, log: FieldLog) -> dict[str, object] | None:
-    """One entry as a row of :data:`tracekit.model.flight.ENTRY_COLUMNS`; None for an entry that is no dict."""
-    if not isinstance(e, Mapping):
-        log.wrong("entries[]")
-        return None
-    seq = _int(e, "collective_seq_id", log) if "collective_seq_id" in e else _int(e, "seq_id", log)
-    name, desc = _group(e, log)
-    profiling = _text(e, "profiling_name", log)
+def entry_columns(rank: int, raw: list, log: FieldLog) -> dict[str, list]:
+    """The entries of one dump as the lists of :data:`tracekit.model.flight.ENTRY_COLUMNS`."""
+    es = [x for x in (_entry(e, log) for e in raw) if x is not None]
+    groups = [_group(e, log) for e in es]
+    profiling = [e.profiling_name or "" for e in es]
     return {
-        "rank": rank,
-        "record_id": _int(e, "record_id", log),
-        "pg_id": _int(e, "pg_id", log),
-        "pg_name": name,
-        "pg_desc": desc,
-        "seq": seq,
-        "p2p_seq": _int(e, "p2p_seq_id", log),
-        "op_id": _int(e, "op_id", log),
-        "op": op_name(profiling),
+        "rank": [rank] * len(es),
+        "record_id": [_int(e.record_id) for e in es],
+        "pg_id": [_int(e.pg_id) for e in es],
+        "pg_name": [g[0] for g in groups],
+        "pg_desc": [g[1] for g in groups],
+        "seq": [_int(e.collective_seq_id if e.collective_seq_id is not None else e.seq_id) for e in es],
+        "p2p_seq": [_int(e.p2p_seq_id) for e in es],
+        "op_id": [_int(e.op_id) for e in es],
+        "op": [op_name(p) for p in profiling],
         "profiling_name": profiling,
-        "is_p2p": _flag(e, "is_p2p", log),
-        "state": _text(e, "state", log),
-        "retired": _flag(e, "retired", log),
-        "created_ns": _int(e, "time_created_ns", log, positive=True),
-        "started_ns": _int(e, "time_discovered_started_ns", log, positive=True),
-        "completed_ns": _int(e, "time_discovered_completed_ns", log, positive=True),
-        "duration_ns": _duration_ns(e, log),
-        "timeout_ms": _int(e, "timeout_ms", log),
-        "input_sizes": _sizes(e, "input_sizes", log),
-        "output_sizes": _sizes(e, "output_sizes", log),
-        "input_dtypes": _dtypes(e, "input_dtypes", log),
-        "output_dtypes": _dtypes(e, "output_dtypes", log),
-        "frame": _frame(e),
+        "is_p2p": [ABSENT if e.is_p2p is None else int(e.is_p2p) for e in es],
+        "state": [e.state or "" for e in es],
+        "retired": [ABSENT if e.retired is None else int(e.retired) for e in es],
+        "created_ns": [_time(e.time_created_ns) for e in es],
+        "started_ns": [_time(e.time_discovered_started_ns) for e in es],
+        "completed_ns": [_time(e.time_discovered_completed_ns) for e in es],
+        "duration_ns": [_duration_ns(e.duration_ms, log) for e in es],
+        "timeout_ms": [_int(e.timeout_ms) for e in es],
+        "input_sizes": ["" if e.input_sizes is None else str(e.input_sizes) for e in es],
+        "output_sizes": ["" if e.output_sizes is None else str(e.output_sizes) for e in es],
+        "input_dtypes": ["" if e.input_dtypes is None else ",".join(e.input_dtypes) for e in es],
+        "output_dtypes": ["" if e.output_dtypes is None else ",".join(e.output_dtypes) for e in es],
+        "frame": [_frame(e.frames) for e in es],
     }
 
 

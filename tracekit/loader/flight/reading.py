@@ -138,24 +138,15 @@ def read_dump(path: str, rank: int, max_bytes: int = DEFAULT_MAX_DUMP_BYTES) -> 
     if not isinstance(raw, list):
         log.wrong("entries")
         raw = []
-    rows = [row for e in raw if (row := fields.entry_row(rank, e, log)) is not None]
-    rows.sort(key=lambda r: (r["record_id"], r["created_ns"]))  # the ring's order, oldest first
+    table = FlightEntries.from_columns(fields.entry_columns(rank, raw, log)).ordered()
     version = fields.header_text(value, ("version",), log)
+    lib = fields.header_text(value, ("comm_lib_version", "nccl_version"), log)
+    groups, status = fields.process_groups(value, log), fields.group_status(value, log)
     notes = [n for n in (log.note(),) if n]
     if version and not version.startswith(("1.", "2.")):
         notes.append(f"dump version {version} is newer than any tracekit knows; read field by field")
-    dump = FlightDump(
-        rank,
-        path,
-        form,
-        version,
-        fields.header_text(value, ("comm_lib_version", "nccl_version"), log),
-        fields.process_groups(value, log),
-        fields.group_status(value, log),
-        len(rows),
-        tuple(notes),
-    )
-    return dump, FlightEntries.from_rows(rows)
+    dump = FlightDump(rank, path, form, version, lib, groups, status, len(table), tuple(notes))
+    return dump, table
 
 
 def read_flight_dir(directory: str | os.PathLike, options: FlightReadOptions | None = None) -> FlightRun:

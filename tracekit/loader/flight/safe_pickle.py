@@ -6,13 +6,16 @@ A pickle is a program for a small stack machine, and some of its instructions im
 dicts, lists, tuples, strings, bytes, numbers, booleans and None. So a pickle is read in three steps, each a
 one-line :class:`UnsafePickleError` or :class:`BadPickleError` on failure:
 
-1. every opcode is checked against the list of those that build plain data (``pickletools.genops``: the
-   opcodes are decoded, not executed), so a dump holding ``GLOBAL``/``REDUCE`` is refused before anything is
-   built, naming the opcode, its byte offset and the global it asked for;
-2. only then is it unpickled, by an ``Unpickler`` whose ``find_class`` and ``persistent_load`` raise: a second
-   wall, should an opcode ever slip past the first;
+1. it is unpickled by an ``Unpickler`` whose ``find_class`` and ``persistent_load`` raise: no global is ever
+   resolved, so nothing callable is ever on the unpickler's stack and ``REDUCE``, ``NEWOBJ``, ``BUILD`` and the
+   rest have nothing to call;
+2. when that fails, every opcode is checked against the list of those that build plain data
+   (``pickletools.genops``: decoded, not executed) to name the one that imports or calls, its byte offset and
+   the global it asked for (``check_opcodes``, also usable on its own before anything is unpickled);
 3. the result is walked once (no recursion) with a depth limit and a node budget: a pickle can share one list
-   many times through its memo, and a tree walk of a "billion laughs" of shared lists would never end.
+   many times through its memo, and a tree walk of a "billion laughs" of shared lists would never end. The
+   entries themselves are read by a typed conversion of fixed depth (entries.py) that visits only their known
+   fields, so the walk skips inside them.
 
 Memory while unpickling is bounded by the file size (each opcode builds at most one object); the file size is
 bounded by the reader's limit.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import io
 import pickle
 import pickletools
+from typing import Any
 
 from ...errors import TraceFormatError
 
@@ -60,7 +64,7 @@ class _Refused(pickle.UnpicklingError):
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    """Resolves no global and no persistent id: the second wall behind the opcode check."""
+    """Resolves no global and no persistent id: with nothing callable on its stack, no opcode can run code."""
 
     def find_class(self, module: str, name: str):
         raise _Refused(f"the pickle asks for the global {module}.{name}")
@@ -92,39 +96,60 @@ def check_opcodes(data: bytes, source: str) -> None:
 
 def loads_plain(data: bytes, source: str, *, max_depth: int = MAX_DEPTH, max_nodes: int | None = None) -> object:
     """The plain data a pickle holds; refuses any pickle that needs a global, and any result deeper than
-    ``max_depth`` or with more than ``max_nodes`` nodes (default: 4 per byte of the file, at least a million)."""
-    check_opcodes(data, source)
+    ``max_depth`` or with more than ``max_nodes`` nodes (default: 4 per byte of the file, at least a million).
+
+    The unpickler that resolves nothing runs first (at C speed): with no global there is nothing to call, so every
+    opcode that would import or call something fails in it. Only when it fails is the opcode list decoded
+    (pickletools, in Python: ~50x slower), to name the opcode and its byte offset in the one-line error."""
     try:
         value = _PlainUnpickler(io.BytesIO(data)).load()
-    except _Refused as exc:
-        raise UnsafePickleError(f"{source}: refused: {exc}; a Flight Recorder dump needs none (nothing in it ran)") from None
-    except Exception as exc:  # EOFError, UnpicklingError, ValueError, MemoryError, ...: one line, never a traceback
+    except Exception as exc:  # _Refused, EOFError, UnpicklingError, TypeError, ...: one line, never a traceback
+        check_opcodes(data, source)  # raises, naming the opcode, when the pickle holds one that imports or calls
+        if isinstance(exc, _Refused):
+            raise UnsafePickleError(f"{source}: refused: {exc}; a Flight Recorder dump needs none (nothing in it ran)") from None
         raise BadPickleError(f"{source}: not a readable pickle ({_one_line(exc)}); give the file whole") from None
     check_plain(value, source, max_depth=max_depth, max_nodes=max_nodes or max(4 * len(data), 1_000_000))
     return value
 
 
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+_PLAIN = frozenset(PLAIN_TYPES)
+
+
 def check_plain(value: object, source: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = 10_000_000) -> None:
-    """Walk ``value`` once, without recursion: only plain types, at most ``max_depth`` levels, ``max_nodes``
-    nodes counted as a tree (a list shared ten times through the memo counts ten times)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
+    """Walk the containers of ``value`` once, without recursion: only plain types, at most ``max_depth`` levels,
+    ``max_nodes`` values counted as a tree (a list shared ten times through the memo counts ten times).
+
+    A dump's ``entries`` are the exception: each is read by a typed conversion of fixed depth
+    (:mod:`.entries`, msgspec in C), which refuses anything unexpected in the fields it reads and never visits
+    the others; here only their own types are checked, so the walk costs nothing per entry."""
+    if type(value) not in _PLAIN:
+        raise UnsafePickleError(f"{source}: refused: holds a {type(value).__name__}, not plain data")
+    if isinstance(value, dict) and isinstance(value.get("entries"), list):
+        entries = value["entries"]
+        kinds = set(map(type, entries))
+        if not kinds <= _PLAIN:
+            raise UnsafePickleError(f"{source}: refused: holds a {next(iter(kinds - _PLAIN)).__name__}, not plain data")
+        value = {k: v for k, v in value.items() if k != "entries"}
+    stack: list[tuple[Any, int]] = [(value, 1)] if type(value) in _CONTAINERS else []
     nodes = 1
     while stack:
         item, depth = stack.pop()
-        if not isinstance(item, PLAIN_TYPES):
-            raise UnsafePickleError(f"{source}: refused: holds a {type(item).__name__}, not plain data")
-        if not isinstance(item, (dict, list, tuple, set, frozenset)) or not item:
-            continue
-        if depth >= max_depth:
-            raise BadPickleError(f"{source}: nested more than {max_depth} levels deep; a Flight Recorder dump is 6")
-        nodes += 2 * len(item) if isinstance(item, dict) else len(item)
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        nodes += len(children)
         if nodes > max_nodes:
             raise BadPickleError(
                 f"{source}: refused: more than {max_nodes} values once shared parts are counted (a pickle bomb?); "
                 "a Flight Recorder dump holds each value once"
             )
-        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children)
+        kinds = set(map(type, children))
+        if not kinds <= _PLAIN:
+            bad = next(iter(kinds - _PLAIN))
+            raise UnsafePickleError(f"{source}: refused: holds a {bad.__name__}, not plain data")
+        if kinds & _CONTAINERS:
+            if depth >= max_depth:
+                raise BadPickleError(f"{source}: nested more than {max_depth} levels deep; a Flight Recorder dump is 6")
+            stack.extend((c, depth + 1) for c in children if type(c) in _CONTAINERS)
 
 
 def _one_line(exc: BaseException) -> str:
