@@ -121,3 +121,21 @@ def test_flight_timings_agree_with_the_kineto_traces(workload):
     # the Kineto analysis's own straggler (tracekit.summary/1) is the same rank
     summary = CliRunner().invoke(cli, ["analyze", str(workload), "--format", "json", "--no-cache"])
     assert json.loads(summary.output)["stragglers"][0]["rank"] == 3
+
+
+def test_torchfrtrace_blames_whoever_differs_from_the_first_file_it_reads(tmp_path):
+    """Hand-built: one rank of three all-reduces another size. torchfrtrace takes the first dump in directory
+    order as right; when that is the odd one, it blames the other two. tracekit takes the strict majority."""
+    import os
+
+    from tests.helpers.flight import dump, entry, ring, write_dumps
+
+    cfg = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}}
+    write_dumps(tmp_path, {r: dump(ring(4), pg_config=cfg) for r in range(3)})
+    first = int(os.listdir(tmp_path)[0].rsplit("_", 1)[1])  # the order os.walk gives torchfrtrace
+    write_dumps(tmp_path, {first: dump([*ring(2), entry(3, sizes=((16,),)), *ring(4)[3:]], pg_config=cfg)})
+    out = _torchfrtrace(tmp_path)
+    blamed = {int(r) for r in __import__("re").findall(r"Culprit rank (\d+)", out.stdout + out.stderr)}
+    assert blamed == {0, 1, 2} - {first}
+    code, d = _hang(tmp_path)
+    assert [s["rank"] for s in d["suspect_ranks"]] == [first] and d["mismatches"][0]["odd_ranks"] == [first]
