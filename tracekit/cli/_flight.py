@@ -34,7 +34,27 @@ def flight_folder(paths: Sequence[str], forced: bool) -> str | None:
         traces = set(find_traces([folder]))
     except TracekitError:
         traces = set()
-    return folder if not traces - dumps else None
+    if traces - dumps:
+        return None
+    return folder if all(looks_like_dump(p) for p in dumps) else None
+
+
+_DUMP_KEYS = (b'"entries"', b'"pg_config"', b'"pg_status"')
+_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"displayTimeUnit"')
+
+
+def looks_like_dump(path: str) -> bool:
+    """A pickle, or JSON whose first 64 KiB name a dump's keys and none of a Chrome trace's: ``rank0.json`` of a
+    Kineto run has the name of a dump (a prefix and a rank), not its content."""
+    from ..formats.core import read_bytes
+
+    try:
+        head = read_bytes(path, error=TracekitError, limit_read=64 * 1024)
+    except TracekitError:
+        return False
+    if head[:1] == b"\x80":
+        return True
+    return any(k in head for k in _DUMP_KEYS) and not any(k in head for k in _TRACE_KEYS)
 
 
 def flight_timing(folder: str, *, dim_map=(), top: int = 10, with_kineto: bool = True, **load_kw):

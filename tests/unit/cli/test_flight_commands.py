@@ -40,3 +40,15 @@ def test_a_folder_of_dumps_gives_a_result_or_one_error_line(tmp_path, form, args
 def test_diff_of_two_folders_of_dumps_is_one_line():
     res = CliRunner().invoke(cli, ["diff", str(FOLDER), str(FOLDER / "json")])
     assert res.exit_code == 3 and res.output.count("\n") == 1
+
+
+def test_kineto_traces_named_like_dumps_stay_kineto_traces(tmp_path):
+    """``rank0.json.gz`` has a dump's name (a prefix and a rank), not its content: analyze reads it as a trace."""
+    import json
+    import shutil
+
+    from tests.helpers.data import gpu_trace
+
+    shutil.copy(gpu_trace("allreduce-broadcast-2rank-rank0.json.gz"), tmp_path / "rank0.json.gz")
+    res = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--format", "json", "--no-cache", "--executor", "serial"])
+    assert res.exit_code == 0 and json.loads(res.output)["schema"] == "tracekit.summary/1"
