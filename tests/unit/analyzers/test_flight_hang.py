@@ -182,3 +182,12 @@ def test_errors_are_one_line(tmp_path):
     for args in ([str(tmp_path / "nope")], [str(tmp_path)]):
         res = CliRunner().invoke(cli, ["hang", *args])
         assert res.exit_code in (2, 3) and "Traceback" not in res.output
+
+
+def test_nccl_entries_retired_uncompleted_are_listed_as_timed_out(tmp_path):
+    done = [_nccl(s, "completed", time_discovered_completed_ns=T0 + s) for s in (1, 2)]
+    gave_up = [*done, _nccl(3, "started", time_discovered_started_ns=T0 + 9, retired=True)]
+    d = _report(tmp_path, {0: dump(gave_up), 1: dump(gave_up)})
+    (out,) = [e for e in d["evidence"] if e["kind"] == "timed_out"]
+    assert out["seq"] == 3 and out["ranks"] == [0, 1] and d["suspect_ranks"] == []  # a group fact, no suspect
+    assert d["groups"][0]["status"] == "hang" and d["groups"][0]["completed"] == []

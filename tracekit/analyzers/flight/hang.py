@@ -19,6 +19,7 @@ rank merely behind a majority that is itself behind least).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -78,83 +79,72 @@ def analyze_hang(run: FlightRun, dim_map: Iterable[str] = ()) -> HangReport:
 
 
 def _with_status(state: GroupState, status: str) -> GroupState:
-    from dataclasses import replace
-
     return replace(state, status=status)
 
 
 def _group_state(g: Group, rows: pd.DataFrame, p2p: pd.DataFrame, have: set[int], wrapped: set[int]):
+    """The group's state and the evidence of its frontier: the last collective every member reached, and who
+    entered the next one."""
     dumped = tuple(r for r in g.members if r in have)
     absent = tuple(r for r in g.members if r not in have)
     last_by = rows.groupby("rank")["seq"].max().to_dict()
     last = {r: int(last_by.get(r, -1 if r in wrapped else 0)) for r in dumped}
     known = {r: s for r, s in last.items() if s >= 0}
     reached = min(known.values(), default=0)
-    frontier = max(known.values(), default=0)
-    entered = tuple(r for r, s in known.items() if s > reached) if frontier > reached else ()
-    missing = tuple(r for r, s in known.items() if s == reached) if frontier > reached else ()
+    ahead = max(known.values(), default=0) > reached
+    entered = tuple(r for r, s in known.items() if s > reached) if ahead else ()
+    missing = tuple(r for r, s in known.items() if s == reached) if ahead else ()
     at = rows[rows["seq"] == reached]
     completed = _completed(rows, at)
-    evidence: list[Evidence] = []
-    label, dim = g.label(), g.dimension
-    what = _what(at)
-    if missing:
-        nxt = _what(rows[rows["seq"] == reached + 1])
-        if len(missing) <= len(entered):
-            evidence.append(
-                Evidence(
-                    "missing",
-                    g.name,
-                    dim,
-                    reached + 1,
-                    missing,
-                    f"group {label} [{dim}]: {_ranks(missing)} never reached collective {reached + 1} ({nxt}) that "
-                    f"{_ranks(entered)} entered; {_their(missing)} last was {reached or 'none'}"
-                    + (f" ({_what(at[at['rank'] == missing[0]])})" if reached else ""),
-                )
-            )
-        else:
-            evidence.append(
-                Evidence(
-                    "ahead",
-                    g.name,
-                    dim,
-                    reached + 1,
-                    entered,
-                    f"group {label} [{dim}]: only {_ranks(entered)} entered collective {reached + 1} ({nxt}); the other "
-                    f"{len(missing)} members stopped at {reached or 'none'}: an extra collective on {_ranks(entered)}?",
-                )
-            )
-            evidence.append(
-                Evidence(
-                    "behind",
-                    g.name,
-                    dim,
-                    reached + 1,
-                    missing,
-                    f"group {label} [{dim}]: {_ranks(missing)} stopped at collective {reached or 'none'}",
-                )
-            )
-    timed_out = at[(at["retired"] == 1) & (at["state"].isin(["scheduled", "started"])) & (at["completed_ns"] < 0)]
-    if completed is not None and len(timed_out):
-        r = tuple(sorted(set(timed_out["rank"].tolist())))
-        evidence.append(
-            Evidence(
-                "timed_out",
-                g.name,
-                dim,
-                reached,
-                r,
-                f"group {label} [{dim}]: collective {reached} retired uncompleted on {_ranks(r)} (timed out)",
-            )
-        )
+    evidence = _frontier(g, rows, reached, entered, missing) + _timed_out(g, at, reached, completed)
     hung = bool(missing or absent) or (completed is not None and reached > 0 and set(completed) != set(known))
     last_p2p = {int(r): int(s) for r, s in p2p.groupby("rank")["p2p_seq"].max().items()}
     state = GroupState(
-        g, dumped, absent, last, reached, what, reached + 1 if entered else -1, entered, missing, completed,
+        g, dumped, absent, last, reached, _what(at), reached + 1 if entered else -1, entered, missing, completed,
         "hang" if hung else "consistent", last_p2p,
     )  # fmt: skip
     return state, evidence
+
+
+def _frontier(g: Group, rows: pd.DataFrame, reached: int, entered: tuple[int, ...], missing: tuple[int, ...]) -> list[Evidence]:
+    """Members that never reached collective ``reached + 1``: named as missing when no more than those that
+    entered it, else the few that entered are the odd ones (ahead) and the rest behind."""
+    if not missing:
+        return []
+    head, nxt, seq = f"group {g.label()} [{g.dimension}]", _what(rows[rows["seq"] == reached + 1]), reached + 1
+    if len(missing) <= len(entered):
+        own = rows[(rows["seq"] == reached) & (rows["rank"] == missing[0])]
+        text = (
+            f"{head}: {_ranks(missing)} never reached collective {seq} ({nxt}) that {_ranks(entered)} entered; "
+            f"{_their(missing)} last was {reached or 'none'}" + (f" ({_what(own)})" if reached else "")
+        )
+        return [Evidence("missing", g.name, g.dimension, seq, missing, text)]
+    return [
+        Evidence(
+            "ahead",
+            g.name,
+            g.dimension,
+            seq,
+            entered,
+            f"{head}: only {_ranks(entered)} entered collective {seq} ({nxt}); the other {len(missing)} members "
+            f"stopped at {reached or 'none'}: an extra collective on {_ranks(entered)}?",
+        ),
+        Evidence(
+            "behind", g.name, g.dimension, seq, missing, f"{head}: {_ranks(missing)} stopped at collective {reached or 'none'}"
+        ),
+    ]
+
+
+def _timed_out(g: Group, at: pd.DataFrame, reached: int, completed: tuple[int, ...] | None) -> list[Evidence]:
+    """Where states are recorded: members whose entry of the collective retired without completing (timed out)."""
+    if completed is None:
+        return []
+    out = at[(at["retired"] == 1) & (at["state"].isin(["scheduled", "started"])) & (at["completed_ns"] < 0)]
+    if out.empty:
+        return []
+    ranks = tuple(sorted(set(out["rank"].tolist())))
+    text = f"group {g.label()} [{g.dimension}]: collective {reached} retired uncompleted on {_ranks(ranks)} (timed out)"
+    return [Evidence("timed_out", g.name, g.dimension, reached, ranks, text)]
 
 
 def _completed(rows: pd.DataFrame, at: pd.DataFrame) -> tuple[int, ...] | None:
