@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ...model.flight import FlightRun
 from ..comm.dimensions import DimensionMap, parse_overrides
@@ -47,6 +46,8 @@ class Group:
 def run_groups(run: FlightRun, dim_map: Iterable[str] = ()) -> tuple[Group, ...]:
     """Every group with an entry in some dump, ordered by name (numeric names numerically). A group is known by
     its name, or its description where it has none."""
+    import pandas as pd  # here: the reporters name Group (results.py) without importing pandas
+
     e = run.entries
     keys = np.where(e["pg_name"] != "", e["pg_name"], e["pg_desc"])  # group_key, on the arrays
     config = {pg.name: pg for d in run.dumps for pg in d.process_groups if pg.ranks}
