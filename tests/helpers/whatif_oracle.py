@@ -1,7 +1,7 @@
 """An independent replay for tracekit.analyzers.graph.whatif (issue 28 item 4): given the dependency graph as plain
 arrays (node chains, measured starts, durations, gaps, fixed starts; edges with their anchors and delays) and the
 step windows as plain tuples, each step is replayed by the definition in docs/whatif.md — every node that starts in
-the step's window at the latest of its inputs, everything before the window as measured (start and duration) — in a topological order
+the step's window at the latest of its inputs, everything before the window as measured (start, duration) — in a topological order
 of a networkx DiGraph, one node at a time. No numpy scan, no blocks, no index, no tracekit import: it checks the
 indexed, blocked max-plus replay (tests/integration/test_critical_path_fast.py). Slow by design."""
 

@@ -13,11 +13,14 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
+from tests.helpers.flight import flight_timing, hang_report
 from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.comm.inventory import Inventory
 from tracekit.analyzers.comm.timeline_record import median_step
+from tracekit.analyzers.flight.results import HangReport
+from tracekit.analyzers.flight.timing_results import FlightTiming
 from tracekit.analyzers.memory.activation_compare import ModelEstimate, estimate_memory
 from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
@@ -73,6 +76,8 @@ def documents() -> dict[type, object]:
         TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
         MergedTrace: _merged(trace),
         GateError: GateError("baseline: 4 ranks, current: 2", 2, "run", "baseline.json"),
+        HangReport: hang_report(),
+        FlightTiming: flight_timing(),
     }
 
 
@@ -121,6 +126,8 @@ def test_the_formats_each_command_offers_have_a_reporter():
         (GateReport, ("text", "json", "junit", "markdown")),
         (WorkloadDigest, ("text",)),
         (TraceAnnotation, ("perfetto",)),
+        (HangReport, ("table", "json", "markdown")),
+        (FlightTiming, ("table", "json", "markdown")),
     ):
         for f in formats:
             assert get_reporter(f, document=document).format == f

@@ -26,6 +26,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("baseline", "tracekit.cli.baseline:baseline"),
     ("check", "tracekit.cli.check:check"),
     ("diff", "tracekit.cli.diff:diff"),
+    ("hang", "tracekit.cli.hang:hang"),
 )
 STAGES: tuple[tuple[str, str], ...] = (
     ("record", "Record a run"),
@@ -46,6 +47,7 @@ STAGE: dict[str, str] = {
     "baseline": "gate",
     "check": "gate",
     "diff": "gate",
+    "hang": "analyze",
 }
 
 # `tracekit --help` lists these without importing the command modules (which import pandas, pyarrow, ...);
@@ -62,6 +64,7 @@ SHORT_HELP: dict[str, str] = {
     "run": "Run and profile a reference workload (needs torch).",
     "demo": "Run, profile, analyse and report a real gloo workload (needs torch).",
     "whatif": "Re-time the dependency graph of every step with changed costs.",
+    "hang": "Who hung, on which collective, and why, from Flight Recorder dumps.",
 }
 
 # Two or three command lines per command, shown by `tracekit --help` and at the end of `tracekit CMD --help`
@@ -96,6 +99,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "tracekit check runs/tp --budget 'exposed_comm_share<=0.15' --markdown gate.md",
     ),
     "diff": ("tracekit diff runs/before runs/after", "tracekit diff baseline.json runs/after --format json"),
+    "hang": ("tracekit hang dumps/", "tracekit hang dumps/ --format json --out hang.json"),
 }
 
 

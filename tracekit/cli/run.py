@@ -91,6 +91,12 @@ def _workloads_epilog() -> str:
     help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
     "collectives: a straggler with a known cause.",
 )
+@click.option(
+    "--flight-recorder",
+    is_flag=True,
+    help="Also dump every rank's Flight Recorder ring (_dump_<rank>) beside its trace, at the end and on a failure: "
+    "for `tracekit hang` and `tracekit analyze`.",
+)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
 def run(
@@ -117,6 +123,7 @@ def run(
     delay=None,
     profile_memory=False,
     verbose=False,
+    flight_recorder=False,
 ):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
@@ -152,6 +159,7 @@ def run(
         top_k=top_k,
         capacity_factor=capacity_factor,
         delay=delay,
+        flight_recorder=flight_recorder,
     )
     if batch is None and microbatches is not None:  # a default follows the flags given: one sample per microbatch
         cfg = replace(cfg, batch=microbatches * cfg.layout().dp)
@@ -177,6 +185,8 @@ def run(
     for path in paths:
         click.echo(f"  {path}")
     click.echo(f"manifest: {result.manifest_path}")
+    if flight_recorder:
+        click.echo(f"flight recorder dumps: {len(list(Path(result.out_dir).glob('_dump_*')))} in {result.out_dir}")
     emit(digest(result), "text")
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from ..errors import ConfigError
 from .base import Rendered, Reporter, StreamReporter
 from .diff_text import DiffText
+from .flight_hang import HangMarkdown, HangTable
+from .flight_timing import FlightTimingMarkdown, FlightTimingTable
 from .gate_error import GateError, GateErrorJUnit, GateErrorMarkdown
 from .gate_text import CheckText
 from .html import HtmlReporter
@@ -44,6 +46,10 @@ REPORTERS: tuple[Reporter, ...] = (
     WorkloadText(),  # reports.workload.WorkloadDigest -> text `run`
     PerfettoReporter(),  # reports.perfetto.TraceAnnotation -> perfetto `annotate`
     MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
+    HangTable(),  # analyzers.flight.hang.HangReport -> table  `hang`
+    HangMarkdown(),  # analyzers.flight.hang.HangReport -> markdown `hang --format markdown`
+    FlightTimingTable(),  # analyzers.flight.timing_results.FlightTiming -> table  `analyze DIR` of dumps
+    FlightTimingMarkdown(),  # analyzers.flight.timing_results.FlightTiming -> markdown
 )
 
 
