@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ...errors import ConfigError
 from ...loader.comm_families import EP_LIBRARIES
@@ -127,6 +126,8 @@ def dimension_warnings(inst, libraries: np.ndarray, dims: np.ndarray, overrides:
     out = []
     inferred = (dims == EP) & np.isin(libraries, sorted(EP_LIBRARIES)) & ~_overridden(libraries, overrides)
     if inferred.any():
+        import pandas as pd  # here: the Flight Recorder's reading of a saved run imports this module without pandas
+
         ops = pd.Series(inst["op"][inferred]).replace("", "unknown").value_counts()
         libs = sorted(set(libraries[inferred].tolist()))
         dur_ms = float((inst["end_ns"][inferred] - inst["start_ns"][inferred]).sum()) / 1e6
