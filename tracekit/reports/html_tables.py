@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats import units
-from .summary_tables import LABELS
+from .summary_tables import LABELS, label
 from .view import Figure, name_cell
 
 UNKNOWN_BYTES = "the trace did not record this collective's size"
@@ -74,8 +74,8 @@ def is_number(field: str, values: Sequence[Any]) -> bool:
 
 
 def header(field: str, unit: str) -> str:
-    label = HTML_LABELS.get(field, field.replace("_", " "))
-    return f"{label} {unit}" if unit else label
+    text = HTML_LABELS[field] if field in HTML_LABELS else label(field)
+    return f"{text} {unit}" if unit else text
 
 
 def column(field: str, keys: Sequence[str], values: Sequence[Any], rows: Sequence[Mapping | None] = ()) -> tuple[str, list]:

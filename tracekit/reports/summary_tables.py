@@ -347,6 +347,18 @@ def _launch_row(r: Mapping) -> dict:
     }
 
 
+def label(field: str) -> str:
+    """A column's header word: LABELS', else the field without its unit suffix (the unit follows from the column's
+    scale: ``length_us`` reads "length s", never "length us s")."""
+    if field in LABELS:
+        return LABELS[field]
+    for suffix in ("_us", "_bytes", "_gbps"):
+        if field.endswith(suffix) and len(field) > len(suffix):
+            field = field[: -len(suffix)]
+            break
+    return field.replace("_", " ")
+
+
 def _section(
     title: str, items: Sequence[Mapping], spec: Sequence[Col], wide: bool, full_names: bool, notes: Sequence[str] = ()
 ) -> Section:
@@ -356,11 +368,11 @@ def _section(
         values = [_value(it, c.field) for it in items]
         if _is_number_column(c.field, values):
             unit, texts = units.column(c.field, values)
-            headers.append(f"{LABELS.get(c.field, c.field.replace('_', ' '))}{' ' + unit if unit else ''}")
+            headers.append(f"{label(c.field)}{' ' + unit if unit else ''}")
             numeric.append(True)
         else:
             texts = [_text(v, c, full_names) for v in values]
-            headers.append(LABELS.get(c.field, c.field.replace("_", " ")))
+            headers.append(label(c.field))
             numeric.append(False)
         columns.append(texts)
     rows = tuple(tuple(col[i] for col in columns) for i in range(len(items)))
