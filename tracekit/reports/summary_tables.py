@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .. import units
 from ..analyzers.names import short_name
-from ..formats import units
 from . import view
 
 # field -> header label (the unit is added from the column's values)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...formats import units
+from ... import units
 from ...model.events import DEVICE_KINDS, EventKind
 from ...model.traceset import TraceSet
 
