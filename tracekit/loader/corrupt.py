@@ -31,8 +31,10 @@ MAX_SPOTS = 64  # corrupt places read around in one file; past this it is not a 
 _TRIES = 4  # boundaries tried on each side (one inside a nested object or a string does not decode)
 
 
-def is_truncation(exc: Exception) -> bool:
-    return "truncated" in str(exc)
+def is_truncation(exc: Exception, data: bytes | bytearray) -> bool:
+    """The input ended inside a value: msgspec says "truncated", except for a number cut after its ``.``, ``e``,
+    ``e-`` or ``-`` ("invalid number" at the byte after the last), which ended the input just the same."""
+    return "truncated" in str(exc) or error_at(data, exc) == len(data)
 
 
 def error_at(data: bytes | bytearray, exc: Exception) -> int | None:
@@ -133,7 +135,7 @@ def _after(data: bytes, pos: int, at: int, path: str, exc: Exception):
         try:
             doc = _UNTYPED.decode(piece)
         except msgspec.DecodeError as more:
-            if is_truncation(more):  # corrupt and cut short too: the rest salvaged as a truncated file is
+            if is_truncation(more, piece):  # corrupt and cut short too: the rest salvaged as a truncated file is
                 _, doc, _ = salvaged_prefix(piece, path, more)
                 return nxt, doc, None, True
             if (error_at(piece, more) or 0) > len(_OPEN) + 1:

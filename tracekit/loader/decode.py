@@ -285,7 +285,7 @@ def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
         except msgspec.DecodeError as exc:
             if "surrogate" in str(exc) and _LONE_SURROGATE.search(data):
                 raise _LoneSurrogates from None
-            if is_truncation(exc):
+            if is_truncation(exc, data):
                 return salvage_truncated(data, path, exc, warnings)
             return _read_around(data, path, exc, warnings)
 
