@@ -14,7 +14,7 @@ import json
 import os
 import warnings
 
-from tests.helpers.hta_env import run_hta
+from tests.helpers.hta_env import hta_instance, run_hta
 from tracekit.analyzers.graph.critical_path import critical_paths
 from tracekit.loader.loading import LoadOptions, load
 
@@ -38,9 +38,14 @@ def compare(path: str) -> list[dict]:
         ours = critical_paths(ts, windows=window).steps
     if window is None and ours and ours[0].step == -1:
         return [{"trace": os.path.basename(path), "window": "whole trace", "note": "no ProfilerStep: HTA needs an annotation"}]
-    hta = run_hta(path, window or "ProfilerStep", list(range(len(ours))))
+    if window is None:  # HTA's index of each step's ProfilerStep (a device-side copy of the annotation takes one too)
+        pairs = [(p, hta_instance(path, "ProfilerStep", f"ProfilerStep#{p.step}")) for p in ours]
+        pairs = [(p, i) for p, i in pairs if i is not None]
+    else:
+        pairs = list(zip(ours, range(len(ours))))
+    hta = run_hta(path, window or "ProfilerStep", [i for _, i in pairs])
     rows = []
-    for p, h in zip(ours, hta):
+    for (p, _), h in zip(pairs, hta):
         row = {
             "trace": os.path.basename(path),
             "window": f"{window or 'ProfilerStep'} #{p.step}",

@@ -58,3 +58,23 @@ def run_hta(trace: str, annotation: str, instances: list[int], timeout: int = 60
         [py, str(script), trace, annotation, *map(str, instances)], capture_output=True, text=True, timeout=timeout, check=True
     )
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def hta_instance(trace: str, annotation: str, name: str) -> int | None:
+    """HTA's instance index of the host annotation ``name`` (``ProfilerStep#2``): HTA 0.5.0 numbers every event
+    whose name contains ``annotation`` in time order, of any category, so a device-side copy of a step's
+    annotation (a ``gpu_user_annotation`` ProfilerStep#1, as on rocm-mi250-minitoy) takes an index of its own and
+    the next step is one further on. None where the trace has no host annotation of that name. Reads the raw
+    JSON (no tracekit import)."""
+    import gzip
+    import json
+
+    opener = gzip.open if trace.endswith(".gz") else open
+    with opener(trace, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    matching = sorted(
+        (e["ts"], e.get("cat") == "user_annotation" and e["name"] == name)
+        for e in events
+        if e.get("ph") == "X" and annotation in str(e.get("name", "")) and isinstance(e.get("ts"), (int, float))
+    )
+    return next((i for i, (_, host) in enumerate(matching) if host), None)

@@ -60,10 +60,16 @@ def test_length_within_5_percent_or_an_explained_difference(hta_ready, rel, wind
         ts = load([path], options=LoadOptions(cache=False), executor="serial")
         comm = CommAnalyzer().run(ts, CommOptions(window=window, instance=instance))
         ours = critical_paths(ts, graph=build_graph(ts, window, comm)).steps
-    instances = [instance] if instance is not None else list(range(len(ours)))
-    hta = hta_env.run_hta(path, window or "ProfilerStep", instances)
+    if instance is not None:
+        pairs = [(ours[0], instance)]
+    elif window is None:  # HTA's index of each step's ProfilerStep (a device-side copy of the annotation takes one too)
+        pairs = [(p, hta_env.hta_instance(path, "ProfilerStep", f"ProfilerStep#{p.step}")) for p in ours]
+        pairs = [(p, i) for p, i in pairs if i is not None]
+    else:
+        pairs = list(zip(ours, range(len(ours))))
+    hta = hta_env.run_hta(path, window or "ProfilerStep", [i for _, i in pairs])
     compared = 0
-    for p, h in zip(ours, hta):
+    for (p, _), h in zip(pairs, hta):
         if "error" in h:  # HTA 0.5.0 fails on the last step of most traces (a NaN in its query): nothing to hold
             continue
         compared += 1
