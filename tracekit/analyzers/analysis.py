@@ -46,11 +46,11 @@ class Analysis(AnalysisFrames):
         return out
 
     def timeline(self) -> dict:
-        """The ``tracekit.timeline/1`` record (one representative step per rank; docs/report-inputs.md). Not part
-        of ``to_dict()``: it grows with the number of kernels of a step."""
+        """The ``tracekit.timeline/1`` record (one representative step per rank, at most 32 ranks; docs/report-inputs.md).
+        Not part of ``to_dict()``: it grows with the number of kernels of a step."""
         from .comm.timeline_record import build_timeline
 
-        return build_timeline(self.traces, self.comm.ranks, self.comm.cross.offsets, self.critical)
+        return build_timeline(self.traces, self.comm.ranks, self.comm.cross.offsets, self.critical, self.comm.cross)
 
     def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
         """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,

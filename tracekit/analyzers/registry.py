@@ -56,16 +56,21 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    paths = None
-    if critical_path:  # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
-        from .graph.build import build_graph
-        from .graph.critical_path import critical_paths
-        from .graph.whatif_table import CriticalSection, obvious_questions
-
-        graph = build_graph(analysed, options.get("window"), results["comm"])  # once, for the path and the what-ifs
-        paths = CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
+    # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
+    paths = critical_section(analysed, options.get("window"), results["comm"]) if critical_path else None
     release_free_memory()  # the analyzers' temporaries leave holes in the C heap (~0.3 GB at 5 M events)
     return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths, memory=results["memory_timeline"])
+
+
+def critical_section(analysed: TraceSet, window: str | None, comm) -> Any:
+    """The critical path of each step over all ranks and the obvious what-if questions, from one dependency graph
+    of the analysed tables."""
+    from .graph.build import build_graph
+    from .graph.critical_path import critical_paths
+    from .graph.whatif_table import CriticalSection, obvious_questions
+
+    graph = build_graph(analysed, window, comm)  # once, for the path and the what-ifs
+    return CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -86,7 +86,7 @@ def downsample_note(tl: Timeline) -> str | None:
 
 def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None, max_events: int) -> dict:
     tl = prepare(summary, timeline, max_events)
-    notes = [n for n in [view.clock_note(summary), downsample_note(tl)] if n]
+    notes = [n for n in [view.clock_note(summary), downsample_note(tl), tl.selection] if n]
     if tl.source == "collectives":
         notes.append(
             "timeline built from the summary's collectives only (no compute intervals were given): each "

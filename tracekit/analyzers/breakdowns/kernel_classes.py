@@ -62,13 +62,23 @@ class ClassRuleSet:
         return ClassRuleSet(tuple(extra) + self.rules, self.comm_rules)
 
     def classify(self, names: Iterable[str], kinds: Iterable[int]) -> list[str]:
-        """The class of each (unique name, kind) pair."""
-        compiled = [(re.compile(r.pattern), r.kernel_class) for r in self.rules]
-        comm = [(re.compile(r.pattern), r.library) for r in self.comm_rules]
-        out = []
-        for name, kind in zip(names, kinds):
-            out.append(_class_of(name, int(kind), compiled, comm))
-        return out
+        """The class of each (unique name, kind) pair. Remembered per rule set for the process's lifetime: the
+        ranks of a run share their kernel names, and a rank's own rule search costs more than all its sweeps."""
+        pairs = [(name, int(kind)) for name, kind in zip(names, kinds)]
+        memo = _MEMO.get(self)
+        if memo is None or len(memo) > _MEMO_LIMIT:
+            memo = _MEMO[self] = {}
+        todo = [p for p in dict.fromkeys(pairs) if p not in memo]
+        if todo:
+            compiled = [(re.compile(r.pattern), r.kernel_class) for r in self.rules]
+            comm = [(re.compile(r.pattern), r.library) for r in self.comm_rules]
+            for name, kind in todo:
+                memo[(name, kind)] = _class_of(name, kind, compiled, comm)
+        return [memo[p] for p in pairs]
+
+
+_MEMO: dict[ClassRuleSet, dict[tuple[str, int], str]] = {}
+_MEMO_LIMIT = 200_000  # distinct (name, kind) pairs remembered per rule set before starting afresh
 
 
 _FIXED = {int(EventKind.MEMCPY): "memcpy", int(EventKind.MEMSET): "memset", int(EventKind.SYNC): "sync"}
