@@ -12,6 +12,7 @@ from .breakdowns.rank_breakdowns import RankBreakdowns
 from .comm.communication import CommResult
 from .frames import AnalysisFrames
 from .memory.activation_compare import ActivationComparison
+from .rank_detail import Sections
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,22 +24,28 @@ class Analysis(AnalysisFrames):
     traces: TraceSet = field(repr=False)
     comm: CommResult
     activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
-    breakdowns: Mapping[int, RankBreakdowns] | None = None  # rank -> kernels, busy partition, idle, launches
+    # rank -> kernels, busy partition, idle, launches (as their summary sections when analysed where the rank loaded)
+    breakdowns: Mapping[int, RankBreakdowns | Sections] | None = None
     # critical_path.CriticalPaths (per step over all ranks) when analyze(critical_path=True); typed loosely because
     # the critical path builds on this module's CommAnalyzer
     critical: Any = None
     memory: Mapping[int, Any] | None = None  # rank -> memory_timeline.RankMemory
 
     def to_dict(self) -> dict:
+        from .rank_detail import cut, detail_limit, summary_section, warning
         from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
-        found = self.breakdowns or {}
+        limit = detail_limit(len(out["ranks"]))  # many ranks: each rank's longest rows only (rank_detail.py)
+        found = {r: cut(b, limit) for r, b in (self.breakdowns or {}).items()}
         for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
             if r["rank"] in found:
                 r.update(found[r["rank"]].to_dict())
             if self.memory and r["rank"] in self.memory:
                 r["memory_timeline"] = self.memory[r["rank"]].to_dict()
+        if not limit.whole:
+            out["rank_detail"] = summary_section(limit, found)
+            out["warnings"] = [*out["warnings"], warning(out["rank_detail"])]
         if self.critical is not None:
             out["critical_path"] = self.critical.to_dict()
         if self.activation is not None:

@@ -24,6 +24,7 @@ from .comm.communication import CommOptions, combine
 from .memory.activation_run import ActivationMemoryAnalyzer, ActivationOptions
 from .memory.timeline import MemoryTimelineOptions
 from .per_rank import RankJob, ReloadedTables, analyse_file
+from .rank_detail import detail_limit
 from .registry import ANALYZERS, _options, analyze, critical_section
 
 
@@ -40,13 +41,16 @@ def analyze_files(
     if len(files) == 1 or any(is_export(f) for f in files):
         return analyze(load(paths, options=options, executor=executor, progress=progress), critical_path=critical_path, **kw)
     comm_opts = _options(CommOptions, kw)
+    detail = detail_limit(len(files))  # one rank per Kineto trace
+    memory = _options(MemoryTimelineOptions, kw)
     job = RankJob(
         options,
         comm_opts.window,
         comm_opts.top_unrecognised,
         _options(BreakdownOptions, kw),
-        _options(MemoryTimelineOptions, kw),
+        replace(memory, memory_points=detail.memory(memory.memory_points)),
         keep_table=critical_path,
+        detail=detail,
     )
     parts = map_files(analyse_file, files, job, executor=executor, progress=progress)
     manifest, manifest_warnings = _manifest_for(paths)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from .comm.instances import UnrecognisedKernel, unrecognised_kernels
 from .comm.overlap import RankOverlap, rank_overlap, restep
 from .comm.steps import StepPlan, plan_steps
 from .memory.timeline import MemoryTimelineOptions, RankMemory, rank_memory
+from .rank_detail import DetailLimit, Sections, cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,25 +41,15 @@ class RankJob:
     breakdowns: BreakdownOptions = field(default_factory=BreakdownOptions)
     memory: MemoryTimelineOptions = field(default_factory=MemoryTimelineOptions)
     keep_table: bool = False  # hand the analysed table back too (the dependency graph needs every rank's)
-
-
-@dataclass(frozen=True, slots=True)
-class Sections:
-    """A result reduced where it was computed to its summary sections (``to_dict()``): what crosses the process
-    boundary for the single-rank breakdowns, whose launch statistics otherwise hold the rank's whole table."""
-
-    sections: Mapping[str, Any]
-
-    def to_dict(self) -> dict:
-        return dict(self.sections)
+    detail: DetailLimit = field(default_factory=lambda: DetailLimit(1))  # the breakdowns' rows kept (rank_detail.py)
 
 
 @dataclass(frozen=True, slots=True)
 class RankPart:
     """One rank after its per-rank analysis: its RankInfo, the comm analyzer's per-rank result (steps, streams,
     collective instances; the step plan without its per-event columns unless the table is kept), the unrecognised
-    kernels, the breakdowns' summary sections and the memory timeline, and the first event times the run checks
-    read (the loaded table's and the analysed table's, None when empty)."""
+    kernels, the breakdowns' summary sections (cut to the job's DetailLimit) and the memory timeline, and the first
+    event times the run checks read (the loaded table's and the analysed table's, None when empty)."""
 
     info: RankInfo
     overlap: RankOverlap
@@ -82,7 +72,7 @@ def analyse_table(table: EventTable, info: RankInfo, job: RankJob) -> RankPart:
     unrec = tuple(unrecognised_kernels(analysed, job.top_unrecognised))
     one = TraceSet({info.rank: analysed}, {info.rank: info}, RunMetadata(world_size=info.world_size))
     options = replace(job.breakdowns, plans={info.rank: plan}, window=job.window)
-    breakdowns = Sections(rank_breakdowns(one, info.rank, options).to_dict())
+    breakdowns = cut(rank_breakdowns(one, info.rank, options), job.detail)
     memory = rank_memory(analysed, info.rank, job.memory)
     if not job.keep_table:  # the windows stay (timeline, annotation); the per-event columns go
         overlap = replace(overlap, plan=windows_only(plan))

@@ -13,6 +13,7 @@ from .comm.communication import CommAnalyzer
 from .comm.overlap import restep
 from .memory.activation_run import ActivationMemoryAnalyzer
 from .memory.timeline import MemoryTimelineAnalyzer
+from .rank_detail import detail_limit
 
 
 @runtime_checkable
@@ -49,6 +50,8 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         opts = _options(a.Options, options)
         if a.name == "breakdowns":  # the windows the tables were re-stepped with: not planned a second time
             opts = replace(opts, plans=plans)
+        if a.name == "memory_timeline":  # many ranks: fewer points each (analyzers/rank_detail.py)
+            opts = replace(opts, memory_points=detail_limit(len(traces)).memory(opts.memory_points))
         results[a.name] = a.run(analysed, opts)
         if a.name == "comm":  # the steps as the analysis resolved them
             plans = {r.rank: r.plan for r in results["comm"].ranks if r.plan is not None}

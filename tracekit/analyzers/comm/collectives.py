@@ -173,8 +173,12 @@ def _stragglers(df: pd.DataFrame, start: pd.Series, m: pd.Series) -> tuple[Strag
         {"rank": last["rank"], "late": last["start"] - second.reindex(last.index), "caused": caused.reindex(last.index)}
     )
     involved = sub.groupby("rank")["match"].nunique()
-    out = []
-    for rank, g in per.groupby("rank"):
-        out.append(Straggler(int(rank), len(g), int(involved.get(rank, 0)), float(g["late"].mean()), float(g["caused"].sum())))
+    by = per.groupby("rank").agg(
+        n=("late", "size"), late=("late", "mean"), caused=("caused", "sum")
+    )  # one pass, not one per rank
+    out = [
+        Straggler(int(rank), int(n), int(involved.get(rank, 0)), float(late), float(caused))
+        for rank, n, late, caused in zip(by.index, by["n"], by["late"], by["caused"])
+    ]
     # the straggler is the rank that made its peers wait longest; how often it came last breaks ties
     return tuple(sorted(out, key=lambda s: (-s.total_caused_wait_ns, -s.last_arrivals)))
