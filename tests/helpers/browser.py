@@ -77,7 +77,7 @@ class Browser:
             self._call(ws, f"{domain}.enable")
         self._call(ws, "Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
         self._call(ws, "Page.navigate", url=Path(path).resolve().as_uri())
-        page = Page(self, ws)
+        page = Page(self, ws, width)
         deadline = time.monotonic() + timeout_s
         while page.eval("document.readyState") != "complete" or page.eval("document.body.dataset.rendered") != "1":
             if time.monotonic() > deadline or page.errors():
@@ -97,8 +97,8 @@ class Browser:
 
 
 class Page:
-    def __init__(self, browser: Browser, ws):
-        self.b, self.ws = browser, ws
+    def __init__(self, browser: Browser, ws, width: int = 1400):
+        self.b, self.ws, self.width = browser, ws, width
 
     def eval(self, expr: str):
         res = self.b._call(self.ws, "Runtime.evaluate", expression=expr, returnByValue=True)
@@ -126,7 +126,7 @@ class Page:
         self.b._call(
             self.ws,
             "Emulation.setDeviceMetricsOverride",
-            width=1400,
+            width=self.width,
             height=min(h, max_height),
             deviceScaleFactor=1,
             mobile=False,

@@ -1,329 +1,595 @@
-"""The oracle for tracekit.analyzers.graph.critical_path: a verbatim copy of its previous implementation (a Python walk
-node by node, a Python merge of segments), kept so that tests/unit/analyzers/test_critical_path_fast.py can check
-the vectorised walk against it on every trace in tests/data. Do not optimise this file: its slowness is the point.
+"""An independent oracle for tracekit's critical path and what-if replay, written from the definition in
+docs/whatif.md ("The model, step by step") and sharing no code with tracekit: it reads the raw Kineto JSON with
+json/gzip (numbers as Decimal, to the ns), builds the dependency graph event by event in plain Python, and finds
+each step's longest path over a networkx DiGraph (a topological order and a max-plus pass). Slow by design: a
+loop per event, no numpy. tests/integration/test_critical_path_oracle.py runs it against tracekit on hand-built
+traces with known answers and on the GPU traces in tests/data.
+
+Covered: host threads cut into pieces at every op boundary (innermost op), device streams (a communication
+kernel is an arrival W and a transfer T; across ranks T starts at the last peer's arrival, matched by process group
+and sequence number), launch edges (natural delay: the rank's smallest positive launch latency from the call's
+start), host waits for the device (sync calls, blocked launches and copies, scalar reads, allocator calls, gaps
+that end when the busy device's work does; the piece after the cut waits, the pieces before it have no duration),
+device and stream syncs that found the device done, stream waits, the autograd engine's hand-over. Not covered:
+gloo worker threads (CPU runs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import bisect
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
 
-import numpy as np
+import networkx as nx
 
-from tests.helpers.whatif_oracle import replay_window
-from tracekit.analyzers.graph.build import (
-    ARRIVE,
-    BARRIER_CHAIN,
-    CHAIN_GAP_KIND,
-    EDGE_KIND,
-    HOST_CHAIN,
-    IDLE,
-    KINDS,
-    LAUNCH,
-    RELEASE,
-    SYNC,
-    TRANSFER,
-    WAIT,
-    Graph,
-    build_graph,
-)
-from tracekit.analyzers.graph.whatif import Spec, scaled_durations
-from tracekit.model.traceset import TraceSet
-
-_EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
+TOL = 20_000
+BLOCKED = 50_000
+BUSY = 0.9
+NEG = -(2**62)
+KINDS = ("compute", "comm_transfer", "comm_wait", "host", "memcpy", "idle")
+SYNC_CALL = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchroni[sz]e")
+IDLE_SYNC = re.compile(r"^(cuda|hip)(Stream|Device|Ctx)Synchroni[sz]e")
+BLOCKING = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|MemcpyAsync|Memcpy|MemsetAsync)$")
+ALLOC = re.compile(r"^(cuda|hip)(Free|Malloc)$")
+SCALAR = ("aten::item", "aten::_local_scalar_dense")
+COMM_OPS = ("c10d::", "record_param_comms", "nccl:", "gloo:")  # collective calls: not a CPU run's compute
+DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memcpy", "Kernel": "compute", "Memcpy": "memcpy"}
+DEVICE_CATS.update(Memset="memcpy", cuda_profiler_range="compute", mtia_ccp_events="compute")
+HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver", "Runtime", "Operator", "mtia_runtime")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime")
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+def _ns(x) -> int:
+    return int((Decimal(x) * 1000).to_integral_value())
+
+
+@dataclass
+class Ev:
+    cat: str
+    name: str
+    ts: int
+    end: int
+    pid: object
+    tid: object
+    args: dict
+
+    @property
+    def corr(self):
+        c = self.args.get("correlation", self.args.get("correlation id"))
+        return int(c) if isinstance(c, (int, Decimal)) else None
+
+
+@dataclass
+class Node:
     rank: int
-    lane: str  # "thread 123", "stream 7", "gloo thread 9" or "" for residuals between ranks
-    name: str
-    start_ns: int  # on the reference rank's clock, absolute
-    dur_ns: int
+    chain: tuple
+    start: int
+    dur: int
     kind: str
-    dimension: str = ""
-
-    def to_dict(self) -> dict:
-        d = {
-            "rank": self.rank,
-            "lane": self.lane,
-            "name": self.name,
-            "start_us": self.start_ns / 1e3,
-            "dur_us": self.dur_ns / 1e3,
-            "kind": self.kind,
-        }
-        if self.dimension:
-            d["dimension"] = self.dimension
-        return d
-
-
-@dataclass(frozen=True, slots=True)
-class Crossing:
-    """The path leaves rank ``from_rank`` at a collective for ``to_rank``, the last to arrive."""
-
-    from_rank: int
-    to_rank: int
     name: str
-    dimension: str
-    wait_ns: int  # how long from_rank waited in the collective for to_rank
+    step: int = -1
+    ins: list = field(default_factory=list)  # (src node, anchor_end, natural, edge kind, rule)
 
 
-@dataclass(frozen=True, slots=True)
-class StepPath:
+def read(path: str) -> tuple[int, list[Ev]]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        doc = json.load(f, parse_float=Decimal)
+    rank = (doc.get("distributedInfo") or {}).get("rank", 0)
+    out = []
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and "ts" in e and e.get("dur") is not None:
+            ts = _ns(e["ts"])
+            out.append(
+                Ev(
+                    e.get("cat", ""),
+                    str(e.get("name", "")),
+                    ts,
+                    ts + _ns(e["dur"]),
+                    e.get("pid"),
+                    e.get("tid"),
+                    e.get("args") or {},
+                )
+            )
+    return int(rank), out
+
+
+class Rank:
+    """One rank's nodes and edges, built from its events by the model's rules."""
+
+    def __init__(self, rank: int, events: list[Ev]):
+        self.rank = rank
+        mtia_sync = re.compile(r"^event_(record|wait)")
+        for e in events:  # MTIA: copies and event records among its device events
+            if e.cat == "mtia_ccp_events" and mtia_sync.match(e.name):
+                e.cat = "cuda_sync"
+            elif e.cat == "mtia_ccp_events" and e.name.startswith("dma"):
+                e.cat = "gpu_memcpy"
+        self.dev = [e for e in events if e.cat in DEVICE_CATS]
+        self.dsync = [e for e in events if e.cat == "cuda_sync" and isinstance(e.pid, int)]
+        device_pids = {e.pid for e in self.dev}  # events on a device's process are the device's, whatever their cat
+        self.host = [e for e in events if e.cat in HOST_CATS and e.end > e.ts and e.pid not in device_pids]
+        self.events = events
+        self.nodes: list[Node] = []
+        self._device_nodes()
+        self.cuts: dict = {}  # thread -> {cut time}
+        self.waiting_calls: dict = {}  # id(call event) -> cut
+        self.stretches: dict = {}  # thread -> [(from, to)]
+        self.waits: list = []  # (device end node, thread, cut, rule)
+        self._host_waits()
+        self._autograd()
+        self._pieces()
+        self._edges()
+
+    # --- device ---------------------------------------------------------------------------------------
+    def _device_nodes(self):
+        self.end_node = {}  # id(event) -> the node whose end is the activity's end
+        self.first_node = {}
+        by_lane: dict = {}
+        for e in self.dev:
+            by_lane.setdefault((e.pid, e.tid), []).append(e)
+        for lane, evs in sorted(by_lane.items(), key=lambda kv: str(kv[0])):
+            for e in sorted(evs, key=lambda e: e.ts):
+                kind = DEVICE_CATS[e.cat]
+                if kind == "compute" and e.name.lower().startswith(("nccl", "rccl")):
+                    w = Node(self.rank, ("dev", lane), e.ts, 0, "comm_wait", e.name + " (arrival)")
+                    t = Node(self.rank, ("dev", lane), e.ts, e.end - e.ts, "comm_transfer", e.name)
+                    t.coll = (e.args.get("Process Group Name"), e.args.get("Seq"))  # type: ignore[attr-defined]
+                    self.nodes += [w, t]
+                    self.first_node[id(e)], self.end_node[id(e)] = w, t
+                else:
+                    n = Node(self.rank, ("dev", lane), e.ts, e.end - e.ts, kind, e.name)
+                    self.nodes.append(n)
+                    self.first_node[id(e)] = self.end_node[id(e)] = n
+        self.dev_by_end = sorted(self.dev, key=lambda e: e.end)
+        self.dev_ends = [e.end for e in self.dev_by_end]
+        self.busy = _union([(e.ts, e.end) for e in self.dev])
+
+    def _latest_end(self, limit: int, stream=None):
+        i = bisect.bisect_right(self.dev_ends, limit) - 1
+        while i >= 0:
+            e = self.dev_by_end[i]
+            if stream is None or e.tid == stream:
+                return e
+            i -= 1
+        return None
+
+    # --- host waits -----------------------------------------------------------------------------------
+    def _cut(self, thread, cut, call, dep, rule):
+        if cut in self.cuts.setdefault(thread, set()):
+            return
+        self.cuts[thread].add(cut)
+        if call is not None:
+            self.waiting_calls.setdefault(id(call), cut)
+        self.waits.append((dep, thread, cut, rule))
+
+    def _host_waits(self):
+        launch_ts = {e.corr: e.ts for e in self.host if e.cat in RUNTIME_CATS and e.corr is not None}
+        sync_stream = {e.corr: e.tid for e in self.dsync if e.corr is not None}
+        self.idle_syncs = []
+        for e in sorted(self.host, key=lambda e: e.ts):
+            if e.cat not in RUNTIME_CATS:
+                continue
+            is_sync = bool(SYNC_CALL.match(e.name))
+            is_long = not is_sync and bool(BLOCKING.match(e.name)) and e.end - e.ts >= BLOCKED
+            if not (is_sync or is_long):
+                continue
+            stream = sync_stream.get(e.corr)
+            stream = stream if isinstance(stream, int) and stream >= 0 else None
+            dep = self._latest_end(e.end, stream)
+            if dep is None:
+                continue
+            waited = dep.end > e.ts
+            if is_long:
+                own = dep.corr == e.corr and DEVICE_CATS[dep.cat] == "memcpy"
+                waited &= (launch_ts.get(dep.corr, 2**62) < e.ts or own) and e.end - dep.end <= BLOCKED
+            if waited:
+                self._cut(e.tid, dep.end, e, dep, "sync_call" if is_sync else "blocking_call")
+            if not is_long and IDLE_SYNC.match(e.name):
+                if not waited:  # it found the device done: a slower device would have made it wait
+                    self.idle_syncs.append(("idle", e, dep, waited))
+                if stream is None:  # a device sync waits for every stream
+                    self.idle_syncs.append(("wide", e, dep, waited))
+        for names, rule in ((SCALAR, "scalar_read"), (ALLOC, "allocator")):
+            for e in sorted(self.host, key=lambda e: -e.ts):  # the innermost call waits, not its callers
+                hit = e.name in names if isinstance(names, tuple) else bool(names.match(e.name))
+                if not hit:
+                    continue
+                dep = self._latest_end(e.end)
+                if dep is not None and dep.end > e.ts and e.end - dep.end <= BLOCKED:
+                    self._cut(e.tid, dep.end, e, dep, rule)
+
+    def _gaps(self, skip):
+        """Gaps no op but annotations covers (the step window and record_function ranges do no work)."""
+        for thread, evs in self._threads().items():
+            cov = _union([(e.ts, e.end) for e in evs if e.cat != "user_annotation" and not e.name.startswith("ProfilerStep#")])
+            for (_, a), (b, _) in zip(cov, cov[1:]):
+                if b - a < BLOCKED or any(lo < b and hi > a for lo, hi in skip.get(thread, [])):
+                    continue
+                if _overlap(self.busy, a, b) < BUSY * (b - a):
+                    continue
+                dep = self._latest_end(b)
+                if dep is None or b - dep.end > TOL:
+                    i = bisect.bisect_right(self.dev_ends, b)
+                    dep = self.dev_by_end[i] if i < len(self.dev_ends) and self.dev_ends[i] - b <= TOL else None
+                if dep is not None and dep.end > a:
+                    cut = min(dep.end, b)
+                    if cut not in self.cuts.setdefault(thread, set()):
+                        self.stretches.setdefault(thread, []).append((a, cut))
+                    self._cut(thread, cut, None, dep, "host_gap")
+
+    def _threads(self):
+        out: dict = {}
+        for e in self.host:
+            out.setdefault(e.tid, []).append(e)
+        return out
+
+    def _autograd(self):
+        threads = self._threads()
+        step_lanes = {e.tid for e in self.host if e.name.startswith("ProfilerStep#")}
+        engine = {t for t, evs in threads.items() if any(e.name.startswith("autograd::engine::evaluate_function") for e in evs)}
+        engine -= step_lanes
+        self.handovers = []
+        for a in sorted(step_lanes, key=str):
+            bounds = sorted({x for e in threads[a] for x in (e.ts, e.end)})
+            for b in sorted(engine, key=str):
+                groups: dict = {}
+                for e in threads[b]:
+                    i = bisect.bisect_right(bounds, e.ts) - 1
+                    if 0 <= i < len(bounds) - 1 and e.end <= bounds[i + 1]:
+                        groups.setdefault(i, []).append(e)
+                for i, evs in sorted(groups.items()):
+                    if any(e.name.startswith("autograd::engine::evaluate_function") for e in evs):
+                        first, last = min(e.ts for e in evs), max(e.end for e in evs)
+                        self.stretches.setdefault(a, []).append((bounds[i], last))
+                        self.cuts.setdefault(a, set()).add(last)
+                        self.handovers.append((a, bounds[i], last, b, first))
+        self._gaps(dict(self.stretches))
+
+    # --- host pieces ----------------------------------------------------------------------------------
+    def _pieces(self):
+        self.pieces: dict = {}  # thread -> sorted list of (start, node)
+        for thread, evs in sorted(self._threads().items(), key=lambda kv: str(kv[0])):
+            bounds = sorted({x for e in evs for x in (e.ts, e.end)} | self.cuts.get(thread, set()))
+            ops = sorted(evs, key=lambda e: (e.ts, -e.end))
+            stack: list[Ev] = []
+            k = 0
+            out = []
+            stretches = sorted(self.stretches.get(thread, []))
+            for p, q in zip(bounds, bounds[1:]):
+                while k < len(ops) and ops[k].ts <= p:
+                    stack.append(ops[k])
+                    k += 1
+                inner = max((e for e in stack if e.end > p), key=lambda e: (e.ts, -e.end), default=None)
+                stack = [e for e in stack if e.end > p]
+                dur = q - p
+                if inner is not None and id(inner) in self.waiting_calls and p < self.waiting_calls[id(inner)]:
+                    dur = 0
+                i = bisect.bisect_right(stretches, (p, 2**62)) - 1
+                if i >= 0 and p < stretches[i][1]:
+                    dur = 0
+                name = inner.name if inner is not None else "(host gap)"
+                cpu_work = not self.dev and inner is not None and inner.cat == "cpu_op" and not inner.name.startswith(COMM_OPS)
+                n = Node(self.rank, ("host", thread), p, dur, "compute" if cpu_work else "host", name)
+                n.op = inner  # type: ignore[attr-defined]
+                out.append((p, n))
+                self.nodes.append(n)
+            self.pieces[thread] = out
+
+    def piece_at(self, thread, t, exact=False):
+        """The last piece of ``thread`` that starts at or before ``t`` (with ``exact``: the one starting at ``t``)."""
+        ps = self.pieces.get(thread, [])
+        i = bisect.bisect_right(ps, (t, 2**62), key=lambda x: (x[0], 0)) - 1 if ps else -1
+        if i < 0 or (exact and ps[i][0] != t):
+            return None
+        return ps[i][1]
+
+    # --- edges ----------------------------------------------------------------------------------------
+    def _edges(self):
+        for a, frm, cut, b, first in self.handovers:
+            caller, op = self.piece_at(a, frm), self.piece_at(b, first)
+            if caller is not None and op is not None:
+                op.ins.append((caller, False, 0, "host", -1))
+            last, resume = self.piece_at(b, cut - 1), self.piece_at(a, cut, exact=True)
+            if last is not None and resume is not None:
+                resume.ins.append((last, True, 0, "host", -1))
+        calls = {e.corr: e for e in self.host if e.cat in RUNTIME_CATS and e.corr is not None}
+        lats = [d.ts - calls[d.corr].ts for d in self.dev if d.corr in calls]
+        natural = min([x for x in lats if x > 0], default=0)
+        for d in self.dev:
+            c = calls.get(d.corr)
+            src = self.piece_at(c.tid, c.ts) if c is not None else None
+            if src is not None:
+                self.first_node[id(d)].ins.append((src, False, natural, "host", -1))
+        for dep, thread, cut, rule in self.waits:
+            dst = self.piece_at(thread, cut, exact=True)
+            if dst is not None:
+                dst.ins.append((self.end_node[id(dep)], True, 0, "host", rule))
+        for what, call, dep, waited in self.idle_syncs:
+            nat = 0 if waited else call.end - call.ts
+            if what == "idle":
+                dst = self.piece_at(call.tid, call.end, exact=True)
+                if dst is not None:
+                    dst.ins.append((self.end_node[id(dep)], True, nat, "host", -1))
+                continue
+            dst = self.piece_at(call.tid, dep.end if waited else call.end, exact=True)
+            for stream in sorted({e.tid for e in self.dev}, key=str):
+                other = self._latest_end(call.end, stream)
+                if dst is not None and other is not None and other is not dep:
+                    dst.ins.append((self.end_node[id(other)], True, nat, "host", -1))
+        self._stream_waits()
+
+    def _stream_waits(self):
+        by_lane: dict = {}
+        for d in self.dev:
+            by_lane.setdefault((d.pid, d.tid), []).append(d)
+        for lane in by_lane:
+            by_lane[lane].sort(key=lambda d: d.ts)
+        for s in self.dsync:
+            if not isinstance(s.tid, int) or s.tid < 0 or "wait" not in s.name.lower():
+                continue
+            evs = by_lane.get((s.pid, s.tid), [])
+            i = bisect.bisect_left([d.ts for d in evs], s.ts)
+            if i >= len(evs):
+                continue
+            nxt = evs[i]
+            cands = [d for d in self.dev if d.pid == s.pid and d.tid != s.tid and d.end <= nxt.ts]
+            src = max(cands, key=lambda d: d.end, default=None)
+            if src is not None:
+                self.first_node[id(nxt)].ins.append((self.end_node[id(src)], True, 0, "idle", -1))
+
+
+def _union(spans):
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [tuple(x) for x in out]
+
+
+def _overlap(union, a, b) -> int:
+    return sum(max(0, min(hi, b) - max(lo, a)) for lo, hi in union if lo < b and hi > a)
+
+
+# --- all ranks: the barrier, the binding inputs, the steps -----------------------------------------------------
+
+
+@dataclass
+class StepResult:
     step: int
     length_ns: int
-    by_kind_ns: dict[str, int]
-    by_dimension_ns: dict[str, int]
-    by_rank_kind_ns: dict[tuple[int, str], int]
-    by_collective_ns: dict[str, int]  # "dimension op" -> transfer on the path (e.g. "tp all_gather")
-    segments: tuple[Segment, ...]
-    crossings: tuple[Crossing, ...]
-
-    @property
-    def verdict(self) -> str:
-        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns, self.crossings)
-
-    def to_dict(self) -> dict:
-        return {
-            "step": self.step,
-            "length_us": self.length_ns / 1e3,
-            "by_kind": {k: self.by_kind_ns.get(k, 0) / 1e3 for k in KINDS},
-            "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
-            "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
-            "verdict": self.verdict,
-            "segments": [s.to_dict() for s in self.segments],
-        }
+    by_kind_ns: dict
+    unexplained_ns: int
+    host_waits: dict
+    segments: list  # (rank, name, start, dur, kind, unexplained), latest last
 
 
-@dataclass(frozen=True, slots=True)
-class CriticalPaths:
-    steps: tuple[StepPath, ...]
-    notes: tuple[str, ...] = ()
+class Model:
+    """The graph of one or more rank traces (files), with each node's binding input and each step's window."""
 
-    @property
-    def verdict(self) -> str:
-        """What bounds the run: the kinds summed over the steps."""
-        if not self.steps:
-            return "no steps"
-        total = sum(s.length_ns for s in self.steps)
-        rk: dict[tuple[int, str], int] = {}
-        dims: dict[str, int] = {}
-        for s in self.steps:
-            for k, v in s.by_rank_kind_ns.items():
-                rk[k] = rk.get(k, 0) + v
-            for k2, v in s.by_collective_ns.items():
-                dims[k2] = dims.get(k2, 0) + v
-        cross = tuple(c for s in self.steps for c in s.crossings)
-        n = len(self.steps)
-        return f"{n} step{'s' if n != 1 else ''}: " + _shares(total, rk, dims, cross)
+    def __init__(self, paths: list[str]):
+        self.ranks = [Rank(*read(p)) for p in paths]
+        self.nodes = [n for r in self.ranks for n in r.nodes]
+        self._barriers()
+        self._chains()
+        self._bind()
+        self.windows = {}
+        for r in self.ranks:
+            for step, lo, hi, host_end in _windows(r):
+                self.windows.setdefault(step, []).append((r, lo, hi, host_end))
 
-    def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "steps": [s.to_dict() for s in self.steps], "notes": list(self.notes)}
+    def _barriers(self):
+        groups: dict = {}
+        for r in self.ranks:
+            for n in r.nodes:
+                if n.kind == "comm_transfer" and getattr(n, "coll", (None, None))[1] is not None:
+                    groups.setdefault(n.coll, []).append(n)
+        for key, ts in groups.items():
+            if len(ts) < 2:
+                continue
+            ws = [self._prev_in_chain(t) for t in ts]
+            arrive = max(w.start for w in ws)
+            bar = Node(-1, ("bar", str(key)), arrive, 0, "comm_wait", "(last arrival)")
+            bar.ins = [(w, False, 0, "comm_wait", -1) for w in ws]
+            for t in ts:
+                end = t.start + t.dur
+                t.start = min(max(t.start, arrive), end)
+                t.dur = end - t.start
+                t.ins.append((bar, False, 0, "comm_wait", -1))
+            self.nodes.append(bar)
 
+    def _prev_in_chain(self, t):
+        r = next(r for r in self.ranks if r.rank == t.rank)
+        return next(a for a, b in zip(r.nodes, r.nodes[1:]) if b is t)
 
-def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[str, int], crossings: Sequence[Crossing]) -> str:
-    """ "61 % compute on rank 2, 22 % tp all_gather transfer on rank 2, 8 % host on rank 3; the path waits for
-    rank 3 at 4 collectives (...)": the five largest (rank, kind) shares of the path, those under 1 % left out."""
-    if total <= 0:
-        return "empty"
-    labels = {"idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives", "memcpy": "memcpy/memset"}
-    if colls:
-        d, _ = max(colls.items(), key=lambda kv: kv[1])
-        labels["comm_transfer"] = f"{d} transfer" if len(colls) == 1 else f"transfer (most in {d})"
-    parts = []
-    for (r, k), v in sorted(by_rank_kind.items(), key=lambda kv: -kv[1]):
-        pct = round(100 * v / total)
-        if pct >= 1:
-            parts.append(f"{pct} % {labels.get(k, k)}" + (f" on rank {r}" if r >= 0 else ""))
-    text = ", ".join(parts[:5]) + (f" and {len(parts) - 5} smaller shares" if len(parts) > 5 else "")
-    if crossings:
-        late: dict[int, int] = {}
-        for c in crossings:
-            late[c.to_rank] = late.get(c.to_rank, 0) + c.wait_ns
-        r, w = max(late.items(), key=lambda kv: kv[1])
-        n = sum(1 for c in crossings if c.to_rank == r)
-        text += f"; the path waits for rank {r} at {n} collective{'s' if n > 1 else ''} ({w / 1e3:,.1f} µs of waiting)"
-    return text
+    def _chains(self):
+        by_chain: dict = {}
+        for n in self.nodes:
+            by_chain.setdefault((n.rank, n.chain), []).append(n)
+        for chain in by_chain.values():  # already in time order (device W before T; pieces by start)
+            for a, b in zip(chain, chain[1:]):
+                b.prev = a  # type: ignore[attr-defined]
+        for n in self.nodes:
+            if not hasattr(n, "prev"):
+                n.prev = None  # type: ignore[attr-defined]
 
+    def _bind(self):
+        """Evidence: the input that finished latest, no later than TOL after the node's start; the chain on ties."""
+        for n in self.nodes:
+            chain_fin = min(n.prev.start + n.prev.dur, n.start) if n.prev is not None else NEG
+            best, pick = NEG, None
+            for i, (src, anchor_end, natural, _, _) in enumerate(n.ins):
+                fin = src.start + (src.dur if anchor_end else 0) + natural
+                if fin <= n.start + TOL and fin > best:
+                    best, pick = fin, i
+            n.delays = [nat for (_, _, nat, _, _) in n.ins]
+            if pick is not None and best > chain_fin:
+                n.bind, n.resid = pick, n.start - best
+                n.delays[pick] += n.resid
+                n.gap = min(0, n.start - (n.prev.start + n.prev.dur)) if n.prev is not None else 0
+            else:
+                n.bind = -1 if n.prev is not None else -2
+                n.resid = n.start - (n.prev.start + n.prev.dur) if n.prev is not None else 0
+                n.gap = n.resid if n.prev is not None else 0
+            n.fixed = n.prev is None and not n.ins
 
-def critical_paths(
-    traces: TraceSet, *, windows: str | None = None, graph: Graph | None = None, comm=None, specs: Sequence[str | Spec] = ()
-) -> CriticalPaths:
-    """The critical path of every step window (ProfilerStep#N, or the instances of the annotation
-    ``windows``) over all ranks of ``traces``; with ``specs`` (what-if SPECs), the path of the replayed step."""
-    g = graph if graph is not None else build_graph(traces, windows, comm)
-    names = _Names(g, traces)
-    steps: dict[int, list] = {}
-    for w in g.windows:
-        steps.setdefault(w.step, []).append(w)
-    if not specs:
-        b = _Binding(g, g.start, g.dur)
-        return CriticalPaths(tuple(_walk(g, b, names, s, ws) for s, ws in sorted(steps.items())), g.notes)
-    dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
-    out = []
-    for step, ws in sorted(steps.items()):
-        lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
-        nodes, t, _ = replay_window(g, dur, lo, hi)
-        start, d = g.start.copy(), g.dur.copy()
-        start[nodes], d[nodes] = t, dur[nodes]
-        out.append(_walk(g, _Binding(g, start, d), names, step, ws))
-    return CriticalPaths(tuple(out), g.notes + tuple(notes))
+    # --- replay and path -----------------------------------------------------------------------------------
+    def replay(self, lo: int, hi: int, factor=lambda n: 1.0):
+        """{node: (start, dur)} of the nodes that start in [lo, hi] with durations scaled by ``factor`` (the rest
+        as measured), computed in a topological order of a networkx DiGraph: start = max over inputs."""
+        inside = [n for n in self.nodes if lo <= n.start <= hi]
+        g = nx.DiGraph()
+        ids = {id(n): n for n in inside}
+        g.add_nodes_from(ids)
+        for n in inside:
+            if n.prev is not None and id(n.prev) in ids:
+                g.add_edge(id(n.prev), id(n))
+            for src, *_ in n.ins:
+                if id(src) in ids:
+                    g.add_edge(id(src), id(n))
+        t, d = {}, {}
+        for key in nx.topological_sort(g):
+            n = ids[key]
+            d[key] = int(round(n.dur * factor(n)))
+            cands = [n.start] if n.fixed else []
+            if n.prev is not None:
+                ps, pd = t.get(id(n.prev), n.prev.start), d.get(id(n.prev), n.prev.dur)
+                cands.append(ps + pd + n.gap)
+            for (src, anchor_end, _, _, _), delay in zip(n.ins, n.delays):
+                ss, sd = t.get(id(src), src.start), d.get(id(src), src.dur)
+                cands.append(ss + (sd if anchor_end else 0) + delay)
+            t[key] = max(cands) if cands else n.start
+        return t, d
 
+    def step_time(self, step: int, factor=lambda n: 1.0) -> int:
+        wins = self.windows[step]
+        lo, hi = min(w[1] for w in wins), max(w[2] for w in wins)
+        t, d = self.replay(lo, hi, factor)
+        return max(self._end(w, t, d)[0] for w in wins) - lo
 
-class _Binding:
-    """For each node, which input bound its start (measured, or replayed): -1 chain, -2 fixed, else the edge."""
+    def _end(self, w, t, d):
+        """(the window's replayed end, its end node, the node's replayed end, the tail)."""
+        r, lo, hi, host_end = w
+        nodes = self._end_nodes(r, w)
+        if not nodes:
+            return lo, None, lo, 0
+        ends = [(t.get(id(n), n.start) + d.get(id(n), n.dur), n.chain[0] == "dev", n) for n in nodes]
+        measured = max(n.start + n.dur for n in nodes)
+        tail = max(hi - measured, 0)
+        e, _, n = max(ends, key=lambda x: (x[0], x[1]))
+        return e + tail, n, e, tail
 
-    def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray) -> None:
-        n = len(g)
-        self.start, self.dur = start, dur
-        prev_end = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
-        prev_end[1:] = start[:-1] + dur[:-1] + g.gap[1:]
-        chain_ok = ~g.first & (prev_end >= start)
-        val = start[g.src] + np.where(g.anchor_end, dur[g.src], 0) + g.delay
-        reach = val >= start[g.dst]
-        edge = np.full(n, -1, np.int64)
-        hits = np.flatnonzero(reach)
-        # prefer the edge whose source is latest in time (the one that really waited)
-        if len(hits):
-            order = hits[np.lexsort((start[g.src[hits]], g.dst[hits]))]
-            edge[g.dst[order]] = order  # last write per node wins: the latest source
-        self.bind = np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
+    def _end_nodes(self, r, w):
+        _, lo, hi, host_end = w
+        step = next(s for s, ws in self.windows.items() if w in ws)
+        host = [(n.start + n.dur, i, n) for i, n in enumerate(r.nodes) if n.chain[0] == "host" and n.start + n.dur <= host_end]
+        out = [max(host, key=lambda x: (x[0], x[1]))[2]] if host else []
+        last: dict = {}
+        for n in r.nodes:
+            if n.chain[0] == "dev" and getattr(n, "step", None) == step:
+                last[n.chain] = n
+        return out + list(last.values())
 
-
-class _Names:
-    def __init__(self, g: Graph, traces: TraceSet) -> None:
-        self.g = g
-        self.tables = dict(traces.tables)
-
-    def node(self, j: int) -> str:
-        g = self.g
-        row, r = int(g.row[j]), int(g.rank[j])
-        ctype = g.chain_type[g.chain[j]]
-        if ctype == BARRIER_CHAIN:
-            return "(last arrival)"
-        if row < 0:
-            return "(host gap)" if ctype == HOST_CHAIN else "(gap)"
-        t = self.tables[r]
-        name = t.string(int(t["name_id"][row])) or ""
-        return name + (" (arrival)" if g.kind[j] == WAIT else "")
-
-    def op(self, j: int) -> str:
-        row, r = int(self.g.row[j]), int(self.g.rank[j])
-        t = self.tables.get(r)
-        return (t.string(int(t["coll_op_id"][row])) or "") if t is not None and row >= 0 else ""
-
-    def lane(self, j: int) -> str:
-        g = self.g
-        c = g.chain[j]
-        kind = ("thread", "stream", "gloo thread", "")[int(g.chain_type[c])]
-        return f"{kind} {int(g.chain_lane[c])}" if kind else ""
-
-
-def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
-    start, dur = b.start, b.dur
-    start_t = min(int(start[w.start_node]) for w in wins)
-    end_w = max(wins, key=lambda w: int(start[w.end_node] + dur[w.end_node]))
-    j = end_w.end_node
-    segs: list[tuple[int, str, str, int, int, int, str]] = []
-    crossings: list[Crossing] = []
-    cur = int(start[j] + dur[j])
-    at_end = True
-    came_from = -1
-    guard = 4 * len(g) + 10
-    while cur > start_t and guard > 0:
-        guard -= 1
-        if at_end:
-            s = int(start[j])
-            if dur[j]:
-                segs.append(_node_seg(g, names, j, max(s, start_t), cur))
-            cur, at_end = s, False
-            continue
-        k = int(b.bind[j])
-        if k == -1:
-            ctype = int(g.chain_type[g.chain[j]])
-            gap = int(g.gap[j])
-            if gap:  # negative where measured activities of a stream overlap (rounding): kept, so sums stay exact
-                segs.append(
-                    (
-                        int(g.rank[j]),
-                        names.lane(j),
-                        "(gap)",
-                        max(cur - gap, start_t) if gap > 0 else cur - gap,
-                        cur,
-                        CHAIN_GAP_KIND[ctype],
-                        "",
-                    )
-                )
-            cur -= gap
-            j, at_end = j - 1, True
-        elif k >= 0:
-            src = int(g.src[k])
-            anchor = int(start[src] + (dur[src] if g.anchor_end[k] else 0))
-            if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
-                et = int(g.etype[k])
-                segs.append(
-                    (
-                        int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]),
-                        "",
-                        _EDGE_NAMES.get(et, "(dependency)"),
-                        max(anchor, start_t) if cur > anchor else anchor,
-                        cur,
-                        EDGE_KIND[et],
-                        "",
-                    )
-                )
-            if int(g.etype[k]) == RELEASE:
-                came_from = j
-            elif int(g.etype[k]) == ARRIVE and came_from >= 0:
-                c = _crossing(g, names, came_from, src, start)
-                if c is not None:
-                    crossings.append(c)
-            cur, j, at_end = anchor, src, bool(g.anchor_end[k])
-        else:
-            segs.append((int(g.rank[j]), names.lane(j), "(before the first event)", start_t, cur, IDLE, ""))
-            cur = start_t
-    return _result(g, step, segs, crossings, int(start[end_w.end_node] + dur[end_w.end_node]) - start_t)
+    def path(self, step: int) -> StepResult:
+        """The measured step's critical path: back from the latest end node along each node's binding input."""
+        wins = self.windows[step]
+        lo = min(w[1] for w in wins)
+        t = {id(n): n.start for n in self.nodes}
+        d = {id(n): n.dur for n in self.nodes}
+        best = max((self._end(w, t, d) + (w,) for w in wins), key=lambda x: x[0])
+        end, j, cur, tail = best[:4]
+        segs = []
+        if tail:
+            segs.append((best[4][0].rank, "(after the last activity)", cur, tail, "idle", True))
+        at_end = True
+        while cur > lo and j is not None:
+            if at_end:
+                if j.dur:
+                    s = max(j.start, lo)
+                    segs.append((j.rank, j.name, s, cur - s, j.kind, False))
+                cur = j.start
+                at_end = False
+                continue
+            if j.bind == -1:
+                if j.gap:
+                    s = max(cur - j.gap, lo) if j.gap > 0 else cur - j.gap
+                    kind = {"host": "host", "dev": "idle", "bar": "comm_wait"}[j.chain[0]]
+                    segs.append((j.rank, "(gap)", s, cur - s, kind, j.gap > TOL))
+                cur, j, at_end = j.prev.start + j.prev.dur, j.prev, True
+            elif j.bind >= 0:
+                src, anchor_end, natural, kind, _ = j.ins[j.bind]
+                anchor = src.start + (src.dur if anchor_end else 0)
+                cut = cur - j.resid if j.resid > TOL and anchor < cur - j.resid < cur else cur
+                if cut < cur:
+                    segs.append((j.rank, "(edge)", max(cut, lo), cur - max(cut, lo), kind, True))
+                if cut != anchor:
+                    s = max(anchor, lo) if cut > anchor else anchor
+                    segs.append((j.rank, "(edge)", s, cut - s, kind, False))
+                cur, j, at_end = anchor, src, anchor_end
+            else:
+                segs.append((j.rank, "(no recorded input)", lo, cur - lo, "idle", True))
+                cur = lo
+        by_kind = dict.fromkeys(KINDS, 0)
+        for _, _, _, dur, kind, _ in segs:
+            by_kind[kind] += dur
+        unexplained = sum(s[3] for s in segs if s[5])
+        hi = max(w[2] for w in wins)
+        waits: dict = {}
+        for r in self.ranks:
+            for _dep, thread, cut, rule in r.waits:
+                p = r.piece_at(thread, cut, exact=True)
+                if p is not None and lo <= cut <= hi:
+                    waits[rule] = waits.get(rule, 0) + 1
+        return StepResult(step, end - lo, by_kind, unexplained, waits, segs[::-1])
 
 
-def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndarray) -> Crossing | None:
-    """The walk came to a barrier from ``t_node`` (a rank's transfer) and leaves it for ``arrival``, the last
-    rank to arrive. ``t_node - 1`` is the rank's own arrival (W and T are neighbours in their chain)."""
-    frm, to = int(g.rank[t_node]), int(g.rank[arrival])
-    if frm == to:
-        return None
-    wait = int(start[t_node] - start[t_node - 1])
-    return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
+def _windows(r: Rank):
+    """(step, span start, span end, host end) of a rank: ProfilerStep#N windows (host events by the window they start
+    in, device events by their launch's), or one window (-1) over the whole trace."""
+    steps = sorted((e.ts, e.end, int(e.name.split("#", 1)[1])) for e in r.host if e.name.startswith("ProfilerStep#"))
+    calls = {e.corr: e for e in r.host if e.cat in RUNTIME_CATS and e.corr is not None}
+    device = r.dev + r.dsync
+    if not steps:
+        known = [e for e in r.events if e.cat in HOST_CATS or e.cat in DEVICE_CATS or e.cat == "cuda_sync"]
+        lo = min(e.ts for e in known)  # the profiler's own span (cat "Trace") is no event of the run
+        hi = max(e.end for e in known)
+        for n in r.nodes:
+            n.step = -1
+        return [(-1, lo, hi, hi)]
+    starts = [s[0] for s in steps]
+
+    def window_of(ts):
+        i = bisect.bisect_right(starts, ts) - 1
+        return steps[i][2] if i >= 0 and ts < steps[i][1] else None
+
+    of: dict = {}
+    for e in device:
+        c = calls.get(e.corr)
+        of[id(e)] = window_of(c.ts if c is not None else e.ts)
+    for e in r.dev:
+        r.first_node[id(e)].step = r.end_node[id(e)].step = of[id(e)]
+    out, prev_end = [], None
+    for ws, we, n in steps:
+        mine = [e for e in device if of[id(e)] == n]
+        end = max([we] + [e.end for e in mine])
+        first = min((e.ts for e in mine), default=None)
+        start = ws
+        if prev_end is not None and first is not None and first >= prev_end:
+            start = min(max(ws, prev_end), end)
+        prev_end = end if prev_end is None else max(prev_end, end)
+        out.append((n, start, end, we))
+    return out
 
 
-def _node_seg(g: Graph, names: _Names, j: int, s: int, e: int):
-    kind = int(g.kind[j])
-    dim = (str(g.dimension[j]) or "unknown") if kind == TRANSFER else ""
-    if dim:
-        dim += "|" + names.op(j)
-    return (int(g.rank[j]), names.lane(j), names.node(j), s, e, kind, dim)
-
-
-def _result(g: Graph, step: int, segs, crossings, length: int) -> StepPath:
-    segs = segs[::-1]
-    merged: list[list] = []
-    for r, lane, name, s, e, kind, dim in segs:
-        if merged and merged[-1][:3] == [r, lane, name] and merged[-1][5] == kind and merged[-1][4] == s:
-            merged[-1][4] = e
-        else:
-            merged.append([r, lane, name, s, e, kind, dim])
-    by_kind: dict[str, int] = {k: 0 for k in KINDS}
-    by_dim: dict[str, int] = {}
-    by_coll: dict[str, int] = {}
-    by_rk: dict[tuple[int, str], int] = {}
-    out = []
-    for r, lane, name, s, e, kind, dim_op in merged:
-        k = KINDS[kind]
-        by_kind[k] += e - s
-        by_rk[(r, k)] = by_rk.get((r, k), 0) + e - s
-        dim, _, op = dim_op.partition("|")
-        if dim:
-            by_dim[dim] = by_dim.get(dim, 0) + e - s
-            coll = f"{dim} {op}".strip()
-            by_coll[coll] = by_coll.get(coll, 0) + e - s
-        out.append(Segment(r, lane, name, s + g.base_ns, e - s, k, dim))
-    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, tuple(out), tuple(crossings))
+def predicted(paths: list[str], step: int, kernel: str | None = None, factor: float = 1.0) -> int:
+    """The what-if: the step's replayed time with the device compute kernels whose name matches ``kernel`` scaled."""
+    m = Model(paths)
+    pat = re.compile(kernel) if kernel else None
+    return m.step_time(
+        step, lambda n: factor if pat is not None and n.kind == "compute" and n.chain[0] == "dev" and pat.search(n.name) else 1.0
+    )

@@ -1,6 +1,8 @@
 """The Parquet cache is never trusted: a crafted or broken entry is ignored with a warning and the trace reloaded
 (same table as a fresh load, then a clean entry written); the stamp is taken before the read, so a trace that
-grows during a load is not served stale afterwards."""
+grows during a load is not served stale afterwards. Entries are signed with the user's key: the crafted entries
+below are re-signed with it (so that the validation behind the signature is what refuses them), and unsigned or
+foreign-signed ones are refused by the signature alone."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 from tests.helpers.hostile import assert_ok, commands, figures, intact_doc, run_inproc, write
 from tracekit.loader import loading as io
-from tracekit.loader.cache import cache_path
+from tracekit.loader.cache import cache_key, cache_path, write_signed
 from tracekit.loader.loading import LoadOptions, load_file
 
 
@@ -22,8 +24,9 @@ def _entry(path, opts):
     return cache_path(str(path), opts.cache_dir)
 
 
-def _rewrite(target, columns=None, meta=None):
-    """Rewrite a cache file with some columns and metadata fields replaced (the source's stamp is kept)."""
+def _rewrite(target, columns=None, meta=None, key=None):
+    """Rewrite a cache file with some columns and metadata fields replaced (the source's stamp is kept), signed
+    with ``key`` (the user's own by default)."""
     table = pq.read_table(target)
     old = json.loads(table.schema.metadata[b"tracekit"])
     cols = {k: table.column(k).to_numpy() for k in table.column_names}
@@ -31,8 +34,7 @@ def _rewrite(target, columns=None, meta=None):
         cols[k] = f(cols[k].copy())
     new = meta(old) if meta else old
     raw = new if isinstance(new, bytes) else json.dumps(new).encode()
-    out = pa.table({k: pa.array(v) for k, v in cols.items()}).replace_schema_metadata({b"tracekit": raw})
-    pq.write_table(out, target)
+    write_signed(target, pa.table({k: pa.array(v) for k, v in cols.items()}), raw, key or cache_key())
 
 
 def _set(a, i, v):
@@ -71,7 +73,7 @@ def _more_rows(target):
     table = pq.read_table(target)
     n = 3 * 2**20
     cols = {k: pa.array(np.zeros(n, dtype=table.column(k).type.to_pandas_dtype())) for k in table.column_names}
-    pq.write_table(pa.table(cols).replace_schema_metadata(table.schema.metadata), target)
+    write_signed(target, pa.table(cols), table.schema.metadata[b"tracekit"], cache_key())
 
 
 @pytest.mark.parametrize("name", sorted(CRAFTED) + ["random-bytes", "more-rows-than-the-trace-holds"])
@@ -142,3 +144,58 @@ def test_a_trace_that_grows_during_the_load_is_not_served_stale(tmp_path, monkey
     assert len(reads) == 2 and len(second) > len(first)  # read again, the grown trace
     third, _ = load_file(str(src), opts)
     assert len(reads) == 2 and len(third) == len(second)  # and now cached, for the file as it is
+
+
+def _renamed(meta):
+    """Every event renamed: a string table of the right shape (same length, strings only) with other names."""
+    return dict(meta, strings=[f"renamed_{i}" for i in range(len(meta["strings"]))])
+
+
+@pytest.mark.parametrize("signed_by", ["this user", "another key", "nobody"])
+def test_an_entry_that_renames_every_event_is_served_only_when_this_user_signed_it(tmp_path, signed_by):
+    """A string table of the right shape passes every check of shape (ids in range, strings only): only the
+    signature tells a crafted one from the table the loader wrote. Re-signed with the user's own key it would be
+    served (the key is what the user trusts); signed with another key, or not at all, it is refused."""
+    src = write(tmp_path / "rank0.json", intact_doc())
+    opts = LoadOptions(cache=True, cache_dir=str(tmp_path / "c"))
+    fresh, _ = load_file(str(src), LoadOptions(cache=False))
+    load_file(str(src), opts)
+    target = _entry(src, opts)
+    if signed_by == "nobody":
+        table = pq.read_table(target)
+        meta = json.dumps(_renamed(json.loads(table.schema.metadata[b"tracekit"]))).encode()
+        pq.write_table(table.replace_schema_metadata({b"tracekit": meta}), target)
+    else:
+        _rewrite(target, meta=_renamed, key=cache_key() if signed_by == "this user" else os.urandom(32))
+    table, info = load_file(str(src), opts)
+    notes = [w for w in info.warnings if "ignored the cache entry" in w]
+    if signed_by == "this user":
+        assert not notes and table.strings[0] == "renamed_0"  # the control: the signature is what refuses
+        return
+    (note,) = notes
+    assert "not signed with this user's cache key" in note
+    assert table.strings == fresh.strings
+
+
+def test_a_rewrite_whose_mtime_is_put_back_is_read_afresh(tmp_path):
+    """cp -p, rsync -t, tar x: the same size and mtime over different bytes. The ctime moves (os.utime sets it), so
+    the entry is stale and the new figures are read (before: the Parquet cache served the old ones)."""
+    doc = intact_doc()
+    src = write(tmp_path / "run" / "rank0.json", doc)
+    (tmp_path / "out").mkdir()
+    cache = tmp_path / "c"
+    args = [a for a in commands(src.parent, tmp_path / "out")["analyze"] if a != "--no-cache"] + ["--cache-dir", str(cache)]
+    first = run_inproc({"analyze": args}, cache)["analyze"]
+    before = os.stat(src)
+    text = src.read_text()
+    # the same length: the GEMM of step 1 takes 300 -> 900 µs (one digit), so its all-reduce is hidden more
+    changed = text.replace('"ts": 100.0, "dur": 300,', '"ts": 100.0, "dur": 900,', 1)
+    assert changed != text and len(changed) == len(text)
+    src.write_text(changed)
+    os.utime(src, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (os.stat(src).st_size, os.stat(src).st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    for entry in cache.glob("analysis.*.json"):  # the analysis cache notices the ctime itself; this is the layer below
+        entry.unlink()
+    second = run_inproc({"analyze": args}, cache)["analyze"]
+    fresh = run_inproc({"analyze": [*args, "--no-cache"]}, cache)["analyze"]
+    assert figures(second.stdout) == figures(fresh.stdout) != figures(first.stdout)

@@ -250,15 +250,9 @@ def test_header_faults_drop_fields_and_keep_the_figures(tmp_path):
     doc["distributedInfo"].update(
         rank="one", world_size=-3, pg_count=1.5, pg_config=[{"pg_name": {"x": 1}, "pg_desc": "default_pg", "ranks": [{}]}, 5]
     )
-    doc["traceEvents"] += [
-        dict(doc["traceEvents"][2], ts=1e18),
-        dict(doc["traceEvents"][2], ts="@BIG@"),
-        dict(doc["traceEvents"][2], dur="@BIG@"),
-        dict(doc["traceEvents"][3], args={"correlation": 99, "traceEvents": [1]}),
-    ]
+    doc["traceEvents"] += [dict(doc["traceEvents"][3], args={"correlation": 99, "traceEvents": [1]})]
     path = tmp_path / "b" / "rank0.json"
     write(path, doc)
-    path.write_text(path.read_text().replace('"@BIG@"', "1e400"))
     res = run_inproc(commands(path.parent, tmp_path / "out"), tmp_path / "cache")
     assert_ok(res)
     assert figures(res["analyze"].stdout) == figures(intact.stdout)
@@ -275,8 +269,27 @@ def test_header_faults_drop_fields_and_keep_the_figures(tmp_path):
         "distributedInfo.pg_config[1]",
     ):
         assert f"header field {field} " in warnings, field
-    # ts 1e400 (beyond float range), dur 1e400 and ts 1e18 µs: each drops its event only, counted in one warning
-    assert "dropped 3 events with missing, non-finite or negative times" in warnings
+
+
+def test_events_with_times_no_column_holds_are_counted_once_and_mark_their_steps(tmp_path):
+    """ts 1e400 (beyond float range), dur 1e400 and ts 1e18 µs: each drops its event only, counted once in one
+    warning; the one whose start is readable marks its step, the two without a readable time every step (issue 29:
+    before, both steps stayed complete and the gate passed on them)."""
+    doc = intact_doc()
+    doc["traceEvents"] += [
+        dict(doc["traceEvents"][2], ts=1e18),
+        dict(doc["traceEvents"][2], ts="@BIG@"),
+        dict(doc["traceEvents"][2], dur="@BIG@"),
+    ]
+    path = tmp_path / "b" / "rank0.json"
+    write(path, doc)
+    path.write_text(path.read_text().replace('"@BIG@"', "1e400"))
+    (tmp_path / "cache").mkdir()
+    res = run_inproc({"check": ["check", str(path), "--budget", "exposed_comm_share<=1.0"]}, tmp_path / "cache")["check"]
+    assert res.rc == 1 and "Traceback" not in res.stderr
+    assert res.stderr.count("dropped 3 events with missing, non-finite or negative times") == 1
+    assert "rank 0 step 1: lost 3 events (3 times)" in res.stdout + res.stderr
+    assert "2 dropped events have no readable time" in res.stderr
 
 
 def test_lone_surrogate_escapes_in_names(tmp_path):

@@ -20,7 +20,9 @@ from tracekit.loader.loading import LoadOptions, load
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 MORE = os.path.join(DATA, "kineto-gpu-more")
 ALEXNET_WINDOW = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
-TRACES = sorted(glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")))
+# the Triton trace's one step has an implausible window (13.3 s; its events span 1.5 ms): marked incomplete, so it has
+# no step to replay (tests/unit/loader/test_conformance_corpus.py, IMPLAUSIBLE_STEP)
+TRACES = sorted(p for p in glob.glob(os.path.join(DATA, "kineto-gpu*", "*.json.gz")) if "triton-kernels" not in p)
 
 
 def _load(path):
@@ -83,8 +85,22 @@ def test_simple_add_device_path_is_within_htas():
         and (e.get("args") or {}).get("critical") == 1
         and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")
     }
-    ours = {(s.name, round(s.start_ns / 1e3)) for s in step.segments if s.lane.startswith("stream")}
-    assert ours and ours <= set(hta)
+    segs = step.segments
+    on_device = [i for i, s in enumerate(segs) if s.lane.startswith("stream") and s.kind != "idle"]
+    ours = {(segs[i].name, round(segs[i].start_ns / 1e3)) for i in on_device}
+    # every copy on the path is on HTA's; the kernels on ours that HTA's skips are where the host waited for the
+    # device without a sync call (docs/whatif.md, "Host waits"): each such run of device work hands the path
+    # back to the host where it ends (a sync return, or the host's next op within the tolerance)
+    assert {k for k in ours if k[0].startswith("Memcpy")} == {k for k in hta if k[0].startswith("Memcpy")}
+    extra = [i for i in on_device if (segs[i].name, round(segs[i].start_ns / 1e3)) not in hta]
+    handed_back = 0
+    for i in extra:
+        n = next(n for n in range(i + 1, len(segs)) if not (segs[n].lane.startswith("stream") or segs[n].name == "(dependency)"))
+        last_end = segs[n - 1].start_ns + segs[n - 1].dur_ns
+        if segs[n].name == "(sync return)" or (segs[n].lane.startswith("thread") and segs[n].start_ns - last_end <= 20_000):
+            handed_back += 1
+    assert extra and handed_back == len(extra)
+    assert step.to_dict()["host_waits"]["host_gap"] >= 1
     # HTA also walks 6 kernels that the host never waited for: they finished before cudaDeviceSynchronize was
     # called, so they do not bound the step (making them faster changes nothing), and they are not on our path
     sync = min(e["ts"] for e in events if e.get("name") == "cudaDeviceSynchronize" and e["ts"] > 1694040010096363)

@@ -124,27 +124,27 @@ def test_late_rank_is_the_straggler_and_its_peer_waits_the_delay(run_dir):
 @pytest.mark.slow
 def test_a_shifted_clock_is_recovered_and_changes_no_cross_rank_number(run_dir, tmp_path):
     shift_us = 3_000_000.0  # 3 s
-    shifted = tmp_path / "shifted"
-    shifted.mkdir()
-    (shifted / "rank0.trace.json").write_bytes((run_dir / "rank0.trace.json").read_bytes())
-    doc = json.loads((run_dir / "rank1.trace.json").read_text())
-    for e in doc["traceEvents"]:
-        if isinstance(e.get("ts"), (int, float)):
-            e["ts"] = e["ts"] + shift_us
-    (shifted / "rank1.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
-    a, b = _summary(run_dir), _summary(shifted)
-    oa, ob = a["clock_offsets"][1], b["clock_offsets"][1]
+    a, b, c = (_summary(_shifted(run_dir, tmp_path / f"shift{k}", k * shift_us)) for k in (0, 1, 2))
+    oa, ob, oc = (d["clock_offsets"][1] for d in (a, b, c))
     # both ranks ran on one host, whose clock they share: the true offset is 0 unshifted and the shift shifted
-    assert abs(oa["offset_us"]) < 1000.0 and abs(ob["offset_us"] - shift_us) < 1000.0
+    assert abs(oa["estimate_us"]) < 1000.0 and abs(ob["offset_us"] - shift_us) < 1000.0
     # the causality interval's half-width bounds the error, and it is the same with and without the shift
-    assert abs(oa["offset_us"]) <= oa["spread_us"] + 1e-6
-    assert ob["spread_us"] == pytest.approx(oa["spread_us"], abs=1.0)
-    assert abs((ob["offset_us"] - oa["offset_us"]) - shift_us) < 1.0
+    assert abs(oa["estimate_us"]) <= oa["spread_us"] + 1e-6
+    assert ob["spread_us"] == pytest.approx(oa["spread_us"], abs=1.0) == oc["spread_us"]
+    assert abs((ob["estimate_us"] - oa["estimate_us"]) - shift_us) < 1.0
+    # unshifted the estimate is inside its bound and not applied (issue 27 item 9); shifted it is, both times
+    assert not oa["applied"] and oa["offset_us"] == 0.0 and ob["applied"] and oc["applied"]
+    assert abs((oc["offset_us"] - ob["offset_us"]) - shift_us) < 1.0
+    moved = abs(ob["offset_us"] - shift_us)  # how far the applied correction lies from the planted shift
     keys = ("wait_us", "transfer_us", "skew_us", "busbw_gbps")
-    for ca, cb in zip(a["collectives"], b["collectives"]):
+    for ca, cb, cc in zip(a["collectives"], b["collectives"], c["collectives"]):
         for k in keys:
-            assert cb[k] == pytest.approx(ca[k], abs=1e-3), (k, ca, cb)
-    assert [s["rank"] for s in a["stragglers"]] == [s["rank"] for s in b["stragglers"]]
+            assert cc[k] == pytest.approx(cb[k], abs=1e-3), (k, cb, cc)
+        # none applied against one: apart by no more than the correction's error, to a tick of this host's clock
+        # (its timestamps come in steps of 1.024 µs)
+        for k in keys[:3]:
+            assert cb[k] == pytest.approx(ca[k], abs=moved + 1.1), (k, ca, cb)
+    assert [s["rank"] for s in a["stragglers"]] == [s["rank"] for s in b["stragglers"]] == [s["rank"] for s in c["stragglers"]]
     # the reports say the clocks were aligned, and by how much (the summary's own offset, formatted)
     from tracekit.formats.units import duration as fmt_us
     from tracekit.reports.terminal import render_text
@@ -153,3 +153,16 @@ def test_a_shifted_clock_is_recovered_and_changes_no_cross_rank_number(run_dir, 
     note = clock_note(b)
     assert note.startswith("clocks aligned to rank 0") and f"rank 1 {fmt_us(ob['offset_us'])}" in note
     assert note in " ".join(render_text(b, width=400).split())
+    assert clock_note(a).startswith("clocks agree within ") and "no offset applied" in clock_note(a)
+
+
+def _shifted(run_dir, dest, shift_us: float):
+    """A copy of the run whose rank 1 has every timestamp moved by shift_us."""
+    dest.mkdir()
+    (dest / "rank0.trace.json").write_bytes((run_dir / "rank0.trace.json").read_bytes())
+    doc = json.loads((run_dir / "rank1.trace.json").read_text())
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = e["ts"] + shift_us
+    (dest / "rank1.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return dest

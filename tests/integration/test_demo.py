@@ -40,3 +40,31 @@ def test_demo_runs_end_to_end(tmp_path):
     html = (out / "report.html").read_text()
     assert "tracekit.summary/1" in html and '<script src="http' not in html
     assert f"report:  {out / 'report.html'}" in r.stdout
+    assert not (out / "traces" / ".tracekit_cache").exists()  # the cache is in the user's cache directory
+    _check_in_the_browser(out / "report.html", summary)
+
+
+def _check_in_the_browser(path: Path, summary: dict) -> None:
+    """The demo's report as Chromium renders it: nothing empty, no overlapping labels, one unit per column, no
+    0 B or 0.00 for an unknown, the dp × cp group explained."""
+    import re
+
+    from tests.helpers.browser import Browser
+    from tests.helpers.report_layout import empty_things, overlaps
+    from tests.helpers.report_page import ARTIFACTS, check_numbers
+    from tests.reports.test_report_page import check_units
+
+    b = Browser()
+    try:
+        page = b.load(path, width=1280)
+        assert page.errors() == []
+        assert empty_things(page) == [] and overlaps(page) == []
+        check_units(page)
+        check_numbers(page, summary)
+        assert not re.search(r"(?<![\d.])0 B\b|\b0\.00 GB/s", page.eval("document.querySelector('main').innerText"))
+        assert "dp × cp = 1 × 2 = 2 ranks" in page.eval("document.querySelector('.dimension-note').textContent")
+        assert "gloo has no reduce-scatter" in page.eval("document.querySelector('.collective-note').textContent")
+        page.screenshot(ARTIFACTS / "report-demo.png")
+        page.close()
+    finally:
+        b.close()

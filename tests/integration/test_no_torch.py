@@ -80,6 +80,13 @@ def test_the_wheel_requires_no_torch_unless_collecting(env):
     assert "torch" not in seen and "pandas" in seen and "pyarrow" in seen
 
 
+def test_the_wheel_carries_the_plotly_bundle_and_its_license(env):
+    names = zipfile.ZipFile(env["wheel"]).namelist()
+    assert {"tracekit/reports/assets/plotly-cartesian.min.js", "tracekit/reports/assets/plotly-LICENSE.txt"} <= set(names)
+    meta = zipfile.ZipFile(env["wheel"]).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert not re.search(r"^Requires-Dist: plotly\b", meta, re.M)  # the bundle is vendored: no plotly package
+
+
 def test_torch_is_absent_and_tracekit_imports_without_it(env):
     r = _run([str(env["py"]), "-c", "import torch"], env["dir"])
     assert r.returncode != 0 and "No module named 'torch'" in r.stderr

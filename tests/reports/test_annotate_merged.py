@@ -42,6 +42,25 @@ def gloo_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def shifted_run(gloo_run, tmp_path_factory) -> Path:
+    """The same run with rank 1's clock PLANTED_US ahead: an offset larger than its bound, so one is applied
+    (unshifted, the two ranks share one host's clock and the offset stays 0: issue 27 item 9)."""
+    return _shift(gloo_run, tmp_path_factory.mktemp("merge") / "shifted", PLANTED_US)
+
+
+def _shift(run: Path, dest: Path, us: float) -> Path:
+    shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".tracekit_cache"))
+    (p1,) = [p for p in dest.glob("*.json.gz") if _doc(p)["distributedInfo"]["rank"] == 1]
+    doc = _doc(p1)
+    for e in doc["traceEvents"]:
+        if e.get("ph") != "M" and isinstance(e.get("ts"), (int, float)):
+            e["ts"] += us
+    with gzip.open(p1, "wt") as f:
+        json.dump(doc, f)
+    return dest
+
+
 def _doc(path: Path):
     with gzip.open(path, "rb") as f:
         return json.loads(f.read())
@@ -107,7 +126,8 @@ def _by_rank(merged: dict) -> tuple[dict[int, list], dict[int, dict]]:
 
 
 @pytest.mark.slow
-def test_every_rank_in_one_trace_on_the_corrected_clock(tmp_path, gloo_run, monkeypatch):
+def test_every_rank_in_one_trace_on_the_corrected_clock(tmp_path, shifted_run, monkeypatch):
+    gloo_run = shifted_run
     decoded = []
     real = perfetto_merge._EVENTS_CHUNK
 
@@ -234,21 +254,17 @@ def _check_critical_track(merged: dict, run: Path, pid_sets: dict[int, set]) -> 
 
 
 @pytest.mark.slow
-def test_a_planted_clock_shift_leaves_the_merged_times_unchanged(tmp_path, gloo_run):
-    shifted = tmp_path / "shifted"
-    shutil.copytree(gloo_run, shifted, ignore=shutil.ignore_patterns(".tracekit_cache"))
-    (p1,) = [p for p in shifted.glob("*.json.gz") if _doc(p)["distributedInfo"]["rank"] == 1]
-    doc = _doc(p1)
-    for e in doc["traceEvents"]:
-        if e.get("ph") != "M" and isinstance(e.get("ts"), (int, float)):
-            e["ts"] += PLANTED_US
-    with gzip.open(p1, "wt") as f:
-        json.dump(doc, f)
-    a, b = _doc(_merge(tmp_path, [gloo_run], "a.json.gz")), _doc(_merge(tmp_path, [shifted], "b.json.gz"))
-    oa, ob = ({x["rank"]: x["offset_us"] for x in d[MERGED_MEMBER]["ranks"]} for d in (a, b))
-    assert ob[1] - oa[1] == pytest.approx(PLANTED_US, abs=1e-3)
-    ts = [[round(e["ts"], 3) for e in d["traceEvents"] if e["ph"] != "M"] for d in (a, b)]
-    assert len(ts[0]) == len(ts[1]) and np.allclose(ts[0], ts[1], rtol=0, atol=2e-3)
+def test_a_planted_clock_shift_leaves_the_merged_times_unchanged(tmp_path, gloo_run, shifted_run):
+    twice = _shift(gloo_run, tmp_path / "twice", 2 * PLANTED_US)
+    a, b, c = (_doc(_merge(tmp_path, [r], f"{k}.json.gz")) for k, r in enumerate((gloo_run, shifted_run, twice)))
+    oa, ob, oc = ({x["rank"]: x["offset_us"] for x in d[MERGED_MEMBER]["ranks"]} for d in (a, b, c))
+    assert oa[1] == 0.0  # one host's clock: no offset applied
+    assert oc[1] - ob[1] == pytest.approx(PLANTED_US, abs=1e-3)
+    moved = abs(ob[1] - PLANTED_US)  # how far the applied correction lies from the planted shift: its error
+    ts = [[round(e["ts"], 3) for e in d["traceEvents"] if e["ph"] != "M"] for d in (a, b, c)]
+    assert len(ts[0]) == len(ts[1]) == len(ts[2])
+    assert np.allclose(ts[1], ts[2], rtol=0, atol=2e-3)  # two applied corrections: the same merged times
+    assert np.allclose(ts[0], ts[1], rtol=0, atol=moved + 2e-3)  # none against one: apart by the error at most
 
 
 def test_gpu_ranks_merge_with_pids_per_rank(tmp_path):

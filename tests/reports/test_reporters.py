@@ -13,17 +13,20 @@ from types import SimpleNamespace
 import pytest
 
 import tracekit
+from tests.helpers.flight import flight_timing, hang_report
 from tests.helpers.report_fixtures import make_summary
 from tracekit import gate
 from tracekit.analyzers import ANALYZERS
 from tracekit.analyzers.comm.inventory import Inventory
 from tracekit.analyzers.comm.timeline_record import median_step
+from tracekit.analyzers.flight.results import HangReport
+from tracekit.analyzers.flight.timing_results import FlightTiming
 from tracekit.analyzers.memory.activation_compare import ModelEstimate, estimate_memory
 from tracekit.analyzers.memory.activation_model import MemoryConfig
 from tracekit.errors import ConfigError
 from tracekit.formats.contract import SUMMARY_SCHEMA, exposed_comm_share
 from tracekit.gate import DiffResult, GateReport, RunMetrics, diff, parse_budget, run_gate
-from tracekit.reports import REPORTERS, get_reporter
+from tracekit.reports import REPORTERS, GateError, get_reporter
 from tracekit.reports.junit import write_junit
 from tracekit.reports.perfetto import TraceAnnotation
 from tracekit.reports.perfetto_merge import MergedTrace, MergeRank
@@ -72,6 +75,9 @@ def documents() -> dict[type, object]:
         WorkloadDigest: digest,
         TraceAnnotation: TraceAnnotation(trace, {"exposed comm": [[1.0, 2.0]]}),
         MergedTrace: _merged(trace),
+        GateError: GateError("baseline: 4 ranks, current: 2", 2, "run", "baseline.json"),
+        HangReport: hang_report(),
+        FlightTiming: flight_timing(),
     }
 
 
@@ -120,6 +126,8 @@ def test_the_formats_each_command_offers_have_a_reporter():
         (GateReport, ("text", "json", "junit", "markdown")),
         (WorkloadDigest, ("text",)),
         (TraceAnnotation, ("perfetto",)),
+        (HangReport, ("table", "json", "markdown")),
+        (FlightTiming, ("table", "json", "markdown")),
     ):
         for f in formats:
             assert get_reporter(f, document=document).format == f

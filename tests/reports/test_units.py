@@ -107,3 +107,27 @@ def test_metric_style_of_the_gate():
     assert units.change(None) == "new"
     assert units.change(0.2) == "+20.0%"
     assert units.change(-0.125) == "-12.5%"
+
+
+def test_tiny_shares_and_cells_never_read_zero():
+    """A 22 µs collective in a 400 ms step is not "0.0 %"; a column cell that would round to 0 says "<0.01"."""
+    assert units.percent(22 / 400_000) == "< 0.1 %" and units.percent(0.0) == "0.0 %" and units.percent(-1e-5) == "> -0.1 %"
+    assert units.column("busbw_gbps", [0.02134, 0.00412, None]) == ("GB/s", ["0.0213", "0.0041", "—"])
+    assert units.column("bytes", [10 * 2**20, 4, 0]) == ("MiB", ["10.00", "<0.01", "0.00"])
+    assert units.duration_scale(999.0) == ("µs", 1.0) and units.bytes_scale(2**30) == ("GiB", 2.0**30)
+
+
+def test_a_header_names_its_unit_once():
+    """A field without a label of its own reads without its unit suffix: the column's scale names the unit
+    ("length s", never "length us s"), in the terminal and in the HTML tables alike."""
+    from tracekit.reports.critical_tables import critical_sections
+    from tracekit.reports.html_tables import header
+    from tracekit.reports.summary_tables import label
+
+    steps = [{"step": 1, "length_us": 13_336_315.8, "bound": "host", "by_kind": {"host": 13_336_315.8}, "unexplained_us": 0}]
+    (section,) = critical_sections({"critical_path": {"steps": steps, "verdict": "host-bound"}})
+    assert section.headers[:2] == ("step", "length s") and "host s" in section.headers
+    assert not any(h.endswith((" us", " bytes", " gbps")) or " us " in h for h in section.headers)
+    assert label("length_us") == "length" and label("peak_bytes") == "peak" and label("algbw_gbps") == "algbw"
+    assert label("wall_us") == "wall"  # LABELS first
+    assert header("length_us", "ms") == "length ms"

@@ -31,6 +31,57 @@ class Analysis(AnalysisFrames):
     critical: Any = None
     memory: Mapping[int, Any] | None = None  # rank -> memory_timeline.RankMemory
 
+    # -- notebooks: the headline and the counts, never the tables (to_dict() and the *_frame() accessors have them)
+    def _headline(self) -> dict[str, Any]:
+        ranks = self.comm.ranks
+        n = sum(len(r.complete_steps) for r in ranks)
+        tot = {k: sum(getattr(r.totals, k) for r in ranks) for k in ("wall_ns", "comm_ns", "hidden_comm_ns", "exposed_comm_ns")}
+        return {
+            "steps": n,
+            "all_steps": sum(len(r.steps) for r in ranks),
+            "step_us": tot["wall_ns"] / n / 1e3 if n else None,
+            "exposed_share": tot["exposed_comm_ns"] / tot["wall_ns"] if tot["wall_ns"] else None,
+            "overlap_ratio": tot["hidden_comm_ns"] / tot["comm_ns"] if tot["comm_ns"] else None,
+        }
+
+    def __repr__(self) -> str:
+        """``Analysis(TraceSet(...); 12/12 complete steps, step time 281.0 ms, exposed 36.9 %, overlap 14.9 %, ...)``."""
+        from ..formats import units
+
+        h = self._headline()
+        extra = ", critical path" if self.critical is not None else ""
+        return (
+            f"Analysis({self.traces!r}; {h['steps']}/{h['all_steps']} complete steps, step time "
+            f"{units.duration(h['step_us'])}, exposed {units.percent(h['exposed_share'])}, overlap "
+            f"{units.percent(h['overlap_ratio'])}, {len(self.comm.instances):,} collectives, {len(self.comm.warnings)} "
+            f"warnings{extra}; .to_dict(), .steps_frame(), .collectives_frame(), ...)"
+        )
+
+    def _repr_html_(self) -> str:
+        from ..formats import units
+        from ..model.display import html_table
+
+        h = self._headline()
+        caption = (
+            f"Analysis of {self.traces._loaded()}: step time {units.duration(h['step_us'])}, exposed communication "
+            f"{units.percent(h['exposed_share'])} of the step, overlap {units.percent(h['overlap_ratio'])} (complete "
+            f"steps {h['steps']} of {h['all_steps']}; .steps_frame() and the other frames have every row)"
+        )
+        rows = []
+        for r in self.comm.ranks:
+            t, n = r.totals, len(r.complete_steps)
+            rows.append(
+                (
+                    r.rank,
+                    f"{n}/{len(r.steps)}",
+                    units.duration(t.wall_ns / n / 1e3) if n else units.NA,
+                    units.duration(t.comm_ns / n / 1e3) if n else units.NA,
+                    units.duration(t.exposed_comm_ns / n / 1e3) if n else units.NA,
+                    units.percent(t.overlap_ratio) if n and t.comm_ns else units.NA,
+                )
+            )
+        return html_table(caption, ("rank", "steps", "step time", "comm / step", "exposed / step", "overlap"), rows)
+
     def to_dict(self) -> dict:
         from .rank_detail import cut, detail_limit, summary_section, warning
         from .summary_schema import build_summary

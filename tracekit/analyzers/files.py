@@ -51,6 +51,7 @@ def analyze_files(
         replace(memory, memory_points=detail.memory(memory.memory_points)),
         keep_table=critical_path,
         detail=detail,
+        instance=comm_opts.instance,
     )
     parts = map_files(analyse_file, files, job, executor=executor, progress=progress)
     manifest, manifest_warnings = _manifest_for(paths)
@@ -69,6 +70,7 @@ def analyze_files(
         [p.unrecognised for p in ordered],
         {r: by_rank[r].analysed_first_ns for r in traces.ranks},
         comm_opts,
+        {r: by_rank[r].device_events for r in traces.ranks},
     )
     activation = ActivationMemoryAnalyzer().run(traces, _options(ActivationOptions, kw))
     if activation.warnings:

@@ -27,6 +27,7 @@ from .breakdowns.rank_breakdowns import BreakdownOptions, rank_breakdowns
 from .comm.instances import UnrecognisedKernel, unrecognised_kernels
 from .comm.overlap import RankOverlap, rank_overlap, restep
 from .comm.steps import StepPlan, plan_steps
+from .comm.truncation import DeviceEvents, device_events
 from .memory.timeline import MemoryTimelineOptions, RankMemory, rank_memory
 from .rank_detail import DetailLimit, Sections, cut
 
@@ -42,14 +43,16 @@ class RankJob:
     memory: MemoryTimelineOptions = field(default_factory=MemoryTimelineOptions)
     keep_table: bool = False  # hand the analysed table back too (the dependency graph needs every rank's)
     detail: DetailLimit = field(default_factory=lambda: DetailLimit(1))  # the breakdowns' rows kept (rank_detail.py)
+    instance: int | None = None  # with window: only this instance (CommOptions.instance)
 
 
 @dataclass(frozen=True, slots=True)
 class RankPart:
     """One rank after its per-rank analysis: its RankInfo, the comm analyzer's per-rank result (steps, streams,
     collective instances; the step plan without its per-event columns unless the table is kept), the unrecognised
-    kernels, the breakdowns' summary sections (cut to the job's DetailLimit) and the memory timeline, and the first
-    event times the run checks read (the loaded table's and the analysed table's, None when empty)."""
+    kernels, the breakdowns' summary sections (cut to the job's DetailLimit) and the memory timeline, the first
+    event times the run checks read (the loaded table's and the analysed table's, None when empty) and the device
+    events a truncated rank is held against (comm/truncation.py)."""
 
     info: RankInfo
     overlap: RankOverlap
@@ -59,6 +62,7 @@ class RankPart:
     first_ns: int | None
     analysed_first_ns: int | None
     events: int
+    device_events: DeviceEvents
     table: EventTable | None = None
 
 
@@ -66,7 +70,7 @@ def analyse_table(table: EventTable, info: RankInfo, job: RankJob) -> RankPart:
     """The per-rank analyses of one loaded table, as ``analyze()`` runs them (steps resolved first, then the
     overlap, the breakdowns on the re-stepped table with the same plan, the memory timeline)."""
     first = int(table["ts_ns"].min()) if len(table) else None
-    plan = plan_steps(table, info, job.window)
+    plan = plan_steps(table, info, job.window, job.instance)
     analysed = restep(table, plan)
     overlap = rank_overlap(analysed, info, plan)
     unrec = tuple(unrecognised_kernels(analysed, job.top_unrecognised))
@@ -85,6 +89,7 @@ def analyse_table(table: EventTable, info: RankInfo, job: RankJob) -> RankPart:
         first,
         int(analysed["ts_ns"].min()) if len(analysed) else None,
         len(table),
+        device_events(analysed),
         analysed if job.keep_table else None,
     )
 
@@ -116,7 +121,7 @@ class ReloadedTables(Mapping[int, EventTable]):
             return self._recent[rank]
         table, info = load_file(self._sources[rank], self._job.load)
         self.reads += 1
-        table = restep(table, plan_steps(table, self._infos.get(rank, info), self._job.window))
+        table = restep(table, plan_steps(table, self._infos.get(rank, info), self._job.window, self._job.instance))
         if len(self._recent) >= 2:
             self._recent.pop(next(iter(self._recent)))
         self._recent[rank] = table

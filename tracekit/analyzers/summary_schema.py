@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..formats.contract import SUMMARY_SCHEMA as SCHEMA
 from ..model.traceset import TraceSet
-from .names import short_name
+from .names import distinct_short_names
 
 # Per-instance rows kept in the summary: the most exposed this many (a 5 M-event trace has 1.7 M instances, a
 # 770 MB summary); the rest are counted in `collectives_limit` and written in full by `--collectives-out`.
@@ -28,6 +28,11 @@ def _num(x) -> float | None:
     """A float for JSON; None (null) for NaN."""
     x = float(x)
     return None if math.isnan(x) else x
+
+
+def _int(x) -> int | None:
+    """An int for JSON; None (null) for a missing value (NaN, pandas' NA)."""
+    return None if pd.isna(x) else int(x)
 
 
 def _us(x) -> float | None:
@@ -163,6 +168,8 @@ def instances_frame(comm, columns: tuple[str, ...] | None = None) -> pd.DataFram
     the derived ones need are always there)."""
     cols = comm.instances.columns
     df = pd.DataFrame({k: v for k, v in cols.items() if columns is None or k in columns})
+    if "bytes" in df:
+        df["bytes"] = df["bytes"].where(df["bytes"] >= 0).astype("Int64")  # unknown size (-1): null, never 0 B
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     df["exposed_ns"] = df["dur_ns"] - df["hidden_ns"]
     factor = df["busbw_gbps"] / df["algbw_gbps"]
@@ -176,7 +183,7 @@ def _agg(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "count": g.size(),
-            "bytes": g["bytes"].sum(),
+            "bytes": g["bytes"].sum().where(g["bytes"].count() == g.size()),  # null when any size is unknown
             "comm_ns": g["dur_ns"].sum(),
             "hidden_ns": g["hidden_ns"].sum(),
             "exposed_ns": g["exposed_ns"].sum(),
@@ -198,7 +205,7 @@ def _by_dimension(df: pd.DataFrame) -> list[dict]:
                 "dimension": row.dimension,
                 "op": row.op or "unknown",
                 "count": int(row.count),
-                "bytes": int(row.bytes),
+                "bytes": _int(row.bytes),
                 "comm_us": row.comm_ns / 1e3,
                 "hidden_comm_us": row.hidden_ns / 1e3,
                 "exposed_comm_us": row.exposed_ns / 1e3,
@@ -224,7 +231,7 @@ def _by_group(df: pd.DataFrame) -> list[dict]:
                 "dimension": row.dimension,
                 "ranks": ranks,
                 "count": int(row.count),
-                "bytes": int(row.bytes),
+                "bytes": _int(row.bytes),
                 "comm_us": row.comm_ns / 1e3,
                 "hidden_comm_us": row.hidden_ns / 1e3,
                 "exposed_comm_us": row.exposed_ns / 1e3,
@@ -269,10 +276,10 @@ def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
             "seq": df["seq"].astype("int64"),
             "stream": df["stream"].astype("int64"),
             "name": df["name"],
-            "short_name": df["name"].fillna("").map(short_name),
+            "short_name": _labels(df["name"].fillna("")),
             "start_us": us("start_ns"),
             "dur_us": us("dur_ns"),
-            "bytes": df["bytes"].astype("int64"),
+            "bytes": df["bytes"].astype("Int64"),  # null where the size is unknown
             "hidden_us": us("hidden_ns"),
             "exposed_us": us("exposed_ns"),
             "wait_us": us("wait_ns", True),
@@ -283,6 +290,12 @@ def _collective_columns(df: pd.DataFrame, multi: bool) -> pd.DataFrame:
         }
     )
     return out.reset_index(drop=True)
+
+
+def _labels(names: pd.Series) -> pd.Series:
+    """Each row's short name, two different kernels never sharing one (names.distinct_short_names)."""
+    codes, uniq = pd.factorize(names)
+    return pd.Series(np.array(distinct_short_names([str(u) for u in uniq]), dtype=object)[codes], index=names.index)
 
 
 def _collectives(df: pd.DataFrame, multi: bool) -> list[dict]:

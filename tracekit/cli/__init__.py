@@ -11,21 +11,44 @@ import click
 
 from ..errors import TracekitError
 
-# (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast.
+# (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast. In the order of
+# the work: record, inspect, analyze, report, gate (STAGE below); a new command adds a row here and to the tables
+# below (a command no STAGE names is listed last, under "other").
 COMMANDS: tuple[tuple[str, str], ...] = (
+    ("run", "tracekit.cli.run:run"),
+    ("demo", "tracekit.cli.demo:demo"),
     ("info", "tracekit.cli.info:info"),
+    ("analyze", "tracekit.cli.analyze:analyze"),
+    ("whatif", "tracekit.cli.whatif:whatif"),
+    ("memory", "tracekit.cli.memory:memory"),
     ("report", "tracekit.cli.report:report"),
     ("annotate", "tracekit.cli.annotate:annotate"),
-    ("memory", "tracekit.cli.memory:memory"),
-    ("analyze", "tracekit.cli.analyze:analyze"),
     ("baseline", "tracekit.cli.baseline:baseline"),
     ("check", "tracekit.cli.check:check"),
     ("diff", "tracekit.cli.diff:diff"),
-    ("run", "tracekit.cli.run:run"),
-    ("demo", "tracekit.cli.demo:demo"),
-    ("whatif", "tracekit.cli.whatif:whatif"),
+    ("hang", "tracekit.cli.hang:hang"),
 )
-
+STAGES: tuple[tuple[str, str], ...] = (
+    ("record", "Record a run"),
+    ("inspect", "Inspect traces"),
+    ("analyze", "Analyze"),
+    ("report", "Report"),
+    ("gate", "Gate in CI"),
+)
+STAGE: dict[str, str] = {
+    "run": "record",
+    "demo": "record",
+    "info": "inspect",
+    "analyze": "analyze",
+    "whatif": "analyze",
+    "memory": "analyze",
+    "report": "report",
+    "annotate": "report",
+    "baseline": "gate",
+    "check": "gate",
+    "diff": "gate",
+    "hang": "analyze",
+}
 
 # `tracekit --help` lists these without importing the command modules (which import pandas, pyarrow, ...);
 # a command missing here is imported for its help as before.
@@ -41,7 +64,51 @@ SHORT_HELP: dict[str, str] = {
     "run": "Run and profile a reference workload (needs torch).",
     "demo": "Run, profile, analyse and report a real gloo workload (needs torch).",
     "whatif": "Re-time the dependency graph of every step with changed costs.",
+    "hang": "Who hung, on which collective, and why, from Flight Recorder dumps.",
 }
+
+# Two or three command lines per command, shown by `tracekit --help` and at the end of `tracekit CMD --help`
+# (tests/unit/cli/test_help.py checks every option they use exists).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "run": (
+        "tracekit run --workload tp-sp --tp 2 --steps 4 --out runs/tp",
+        "tracekit run --workload pp --pp 2 --microbatches 4 --out runs/pp",
+        "tracekit run --workload dp --dp 2 --profile-memory --out runs/dp",
+    ),
+    "demo": ("tracekit demo", "tracekit demo --out out/demo --steps 2"),
+    "info": ("tracekit info runs/tp", "tracekit info rank0.trace.json.gz --format json"),
+    "analyze": (
+        "tracekit analyze runs/tp",
+        "tracekit analyze runs/tp --format json --out summary.json",
+        "tracekit analyze cut.json.gz --allow-partial",
+    ),
+    "whatif": ("tracekit whatif runs/tp --set comm:tp=0.5", "tracekit whatif runs/tp --set 'kernel:gemm=0.8' --format json"),
+    "memory": (
+        "tracekit memory model --seq 2048 --batch 1 --hidden 4096 --heads 32 --tp 8 --sp",
+        "tracekit memory timeline memory.raw.json.gz",
+    ),
+    "report": (
+        "tracekit report runs/tp -o report.html",
+        "tracekit report runs/tp --critical-path -o report.html",
+        "tracekit report --summary summary.json --plotly cdn -o small.html",
+    ),
+    "annotate": ("tracekit annotate rank0.trace.json.gz -o annotated.json.gz", "tracekit annotate runs/tp -o merged.json.gz"),
+    "baseline": ("tracekit baseline runs/tp -o baseline.json",),
+    "check": (
+        "tracekit check runs/tp --baseline baseline.json --junit gate.xml",
+        "tracekit check runs/tp --budget 'exposed_comm_share<=0.15' --markdown gate.md",
+    ),
+    "diff": ("tracekit diff runs/before runs/after", "tracekit diff baseline.json runs/after --format json"),
+    "hang": ("tracekit hang dumps/", "tracekit hang dumps/ --format json --out hang.json"),
+}
+
+
+def _stage_rows(group) -> list[tuple[str, list[str]]]:
+    """(section title, names) in the order of the work; commands no stage names come last."""
+    names = group.list_commands(None)
+    sections = [(title, [n for n in names if STAGE.get(n) == key]) for key, title in STAGES]
+    sections.append(("Other", [n for n in names if STAGE.get(n) not in dict(STAGES)]))
+    return [(t, ns) for t, ns in sections if ns]
 
 
 class _Group(click.Group):
@@ -49,24 +116,32 @@ class _Group(click.Group):
         return [name for name, _ in COMMANDS]
 
     def format_commands(self, ctx, formatter):
-        rows = []
-        for name in self.list_commands(ctx):
-            text = SHORT_HELP.get(name)
-            if text is None:
-                cmd = self.get_command(ctx, name)
-                if cmd is None or cmd.hidden:
-                    continue
-                text = cmd.get_short_help_str(limit=formatter.width - 6 - max(len(n) for n in self.list_commands(ctx)))
-            rows.append((name, text))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        width = max(len(n) for n in self.list_commands(ctx))
+        for title, names in _stage_rows(self):
+            rows = []
+            for name in names:
+                text = SHORT_HELP.get(name)
+                if text is None:
+                    cmd = self.get_command(ctx, name)
+                    if cmd is None or cmd.hidden:
+                        continue
+                    text = cmd.get_short_help_str(limit=formatter.width - 6 - width)
+                rows.append((name, text))
+            if not rows:
+                continue
+            with formatter.section(title):
+                for name, text in rows:  # each command, then its examples under it
+                    formatter.write_dl([(name.ljust(width), text)])
+                    for ex in EXAMPLES.get(name, ()):
+                        formatter.write(f"{'':>{formatter.current_indent + 4}}$ {ex}\n")
 
     def get_command(self, ctx, name):
         for cmd_name, target in COMMANDS:
             if cmd_name == name:
                 module, attr = target.split(":")
-                return _safe_paths(getattr(importlib.import_module(module), attr))
+                from .common import finite_numbers
+
+                return _with_examples(finite_numbers(_safe_paths(getattr(importlib.import_module(module), attr))), name)
         return None
 
     def invoke(self, ctx):
@@ -107,6 +182,16 @@ class _SafePath(click.Path):
             return super().convert(value, param, ctx)
         except ValueError as exc:
             self.fail(f"{os.fsdecode(value)!r} is not a usable file name ({exc})", param, ctx)
+
+
+def _with_examples(cmd, name: str):
+    """``cmd`` with its EXAMPLES at the end of its own --help (after any epilog it has), once."""
+    examples = EXAMPLES.get(name)
+    if examples and not getattr(cmd, "_tk_examples", False):
+        block = "\b\nExamples:\n" + "\n".join(f"  $ {ex}" for ex in examples)
+        cmd.epilog = f"{cmd.epilog}\n\n{block}" if cmd.epilog else block
+        cmd._tk_examples = True
+    return cmd
 
 
 def _safe_paths(cmd):

@@ -10,8 +10,26 @@ import click
 from .common import build_load_options, load_options
 
 
+def allow_partial_option(f):
+    """--allow-partial (`analyze`, `report`): a run without a whole step is shown instead of refused."""
+    return click.option(
+        "--allow-partial",
+        is_flag=True,
+        help="When no step is whole (a truncated trace), show the partial steps instead of exit 3: their figures "
+        "are marked partial and kept out of every total, as the gate does.",
+    )(f)
+
+
 def analysis_options(f):
-    """The loader options plus --dim-map, --no-align-clocks and --window."""
+    """The loader options plus --dim-map, --no-align-clocks, --window and --instance."""
+    f = click.option(
+        "--instance",
+        type=click.IntRange(0),
+        default=None,
+        metavar="K",
+        help="With --window: analyse only the K-th instance of the annotation (0 is the first; instances nested in "
+        "another are counted, as HTA's instance_id), instead of every outermost instance.",
+    )(f)
     f = window_option(f)
     f = click.option(
         "--critical-path",
@@ -55,13 +73,18 @@ def analysis_from_traces(
     no_align_clocks: bool = False,
     executor=None,
     window: str | None = None,
+    instance: int | None = None,
     critical_path: bool = False,
     memory_points: int = 1000,
+    allow_partial: bool = False,
     **load_kw,
 ):
     """The traces loaded and analysed, each rank's own analyses where it loads (``tracekit.analyzers.files``): the
     Analysis object (``to_dict()``, ``timeline()``, ``annotation(rank)``)."""
     from ..analyzers.files import analyze_files
+
+    if instance is not None and window is None:
+        raise click.UsageError("--instance K takes the K-th instance of the --window annotation: give --window NAME too")
 
     compact_arrow_pool()
     return analyze_files(
@@ -71,8 +94,10 @@ def analysis_from_traces(
         dim_map=dim_map,
         align_clocks=not no_align_clocks,
         window=window,
+        instance=instance,
         critical_path=critical_path,
         memory_points=memory_points,
+        allow_empty=allow_partial,
     )
 
 

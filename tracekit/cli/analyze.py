@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..formats.outputs import check_output, open_output, write_output
-from ._analysis import analysis_from_traces, analysis_options
+from ._analysis import allow_partial_option, analysis_from_traces, analysis_options
 from .common import input_files
 from .output import text
 
@@ -48,6 +48,22 @@ def _cached_summary(paths, analysis) -> dict:
     return summary
 
 
+def _flight(folder, fmt, out, width, top, analysis) -> None:
+    """The Flight Recorder timing of a folder of dumps, as a table, JSON or Markdown."""
+    from ._flight import flight_timing
+
+    if out:
+        check_output(out)
+    kw = {k: analysis[k] for k in ("executor", "no_cache", "cache_dir", "comm_pattern", "comm_rules") if k in analysis}
+    timing = flight_timing(folder, dim_map=analysis.get("dim_map", ()), top=top, **kw)
+    if fmt == "table":
+        from ..reports.terminal import DEFAULT_WIDTH, output_width
+
+        _write(text(timing, "table", width=width or (DEFAULT_WIDTH if out else output_width())), out)
+    else:
+        _write(text(timing, fmt, indent=2) if fmt == "json" else text(timing, fmt), out)
+
+
 @click.command()
 @click.argument("path", nargs=-1, required=True)
 @click.option(
@@ -79,11 +95,22 @@ def _cached_summary(paths, analysis) -> dict:
 @click.option("--wide", is_flag=True, help="Show every column (the default view leaves the rarely needed ones out).")
 @click.option("--full-names", is_flag=True, help="Whole kernel signatures instead of short names.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the top-N tables.")
+@click.option(
+    "--flight",
+    is_flag=True,
+    help="Analyse the Flight Recorder dumps in PATH (the default for a folder of dumps without Kineto traces), "
+    "compared with the Kineto traces beside them when there are any.",
+)
 @analysis_options
-def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_names, top, **analysis):
+@allow_partial_option
+def analyze(path, fmt, out, timeline_out, collectives_out, width, wide, full_names, top, flight=False, **analysis):
     """Overlap of communication with compute per rank and step, per collective, and across ranks."""
+    from ._flight import flight_folder
     from .progress import progress
 
+    folder = flight_folder(path, flight)
+    if folder is not None:
+        return _flight(folder, fmt, out, width, top, analysis)
     sources = input_files(path)
     for target in (out, timeline_out, collectives_out):  # a bad path fails now, not after the analysis
         if target:

@@ -21,7 +21,7 @@ def baseline(path, output, window, executor, **load_kw):
     from ..reports.safe_text import printable
 
     check_output(output, input_files([path]))  # a bad output path fails before the analysis
-    summary = gate.load_summary(path, window, build_load_options(**load_kw), executor)
+    summary = gate.load_summary(path, window, build_load_options(**load_kw), executor, as_written=True)
     if not summary.has_data:
         why = "; ".join(summary.partial_reasons()[:2]) or "no events"
         raise EmptyWindowError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TracekitError
 from ..formats.outputs import check_output
 from ..reports.safe_text import printable
 from ._analysis import window_option
@@ -82,24 +82,33 @@ def check(
     from .. import gate
     from .output import emit, write
 
-    if not baseline_path and not budgets:
-        raise ConfigError("check: nothing to check; give --baseline FILE and/or --budget EXPR")
-    if min_delta_us < 0 or min_delta_ratio < 0:
-        raise ConfigError("check: --min-delta-us and --min-delta-ratio must be >= 0")
     sources = input_files([path]) + input_files([baseline_path] if baseline_path else [])
     for target in (junit_path, markdown_path, json_path):  # a bad output path fails before the analysis
         if target:
             check_output(target, sources)
-    parsed = tuple(gate.parse_budget(b) for b in budgets)
-    opts = gate.GateOptions(
-        gate.parse_fraction(max_regression),
-        min_delta_us,
-        min_delta_ratio,
-        tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS,
-    )
-    current = gate.load_summary(path, window, build_load_options(**load_kw), executor)
-    baseline = gate.load_summary(baseline_path, window, build_load_options(**load_kw), executor) if baseline_path else None
-    report = gate.run_gate(current, baseline, parsed, opts, strict=strict, allow_partial=allow_partial)
+    try:
+        if not baseline_path and not budgets:
+            raise ConfigError("check: nothing to check; give --baseline FILE and/or --budget EXPR")
+        if min_delta_us < 0 or min_delta_ratio < 0:
+            raise ConfigError("check: --min-delta-us and --min-delta-ratio must be >= 0")
+        parsed = tuple(gate.parse_budget(b) for b in budgets)
+        opts = gate.GateOptions(
+            gate.parse_fraction(max_regression),
+            min_delta_us,
+            min_delta_ratio,
+            tuple(gate.MetricSpec.parse(m) for m in metrics) or gate.DEFAULT_METRICS,
+        )
+        current = gate.load_summary(path, window, build_load_options(**load_kw), executor)
+        baseline = gate.load_summary(baseline_path, window, build_load_options(**load_kw), executor) if baseline_path else None
+        report = gate.run_gate(current, baseline, parsed, opts, strict=strict, allow_partial=allow_partial)
+    except TracekitError as exc:  # the CI files say why there is no verdict; the CLI still prints the error and exits
+        from ..reports import GateError
+
+        err = GateError(printable(str(exc)), exc.exit_code, str(path), str(baseline_path or ""))
+        for fmt, out in (("junit", junit_path), ("markdown", markdown_path)):
+            if out:
+                write(err, fmt, out)
+        raise
     for warning in report.warnings:
         click.echo(f"warning: {printable(warning)}", err=True)
     for note in report.notes:

@@ -1,7 +1,8 @@
-"""Options shared by the commands that load traces."""
+"""Options shared by the commands that load traces, and the option types every command's numbers go through."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import click
@@ -28,7 +29,12 @@ def load_options(f):
         "more than 200x past 16 MiB (TRACEKIT_MAX_GZIP_RATIO).",
     )(f)
     f = click.option("--executor", default=None, help="Where ranks load: 'serial', 'process' (default) or 'dask://HOST:PORT'.")(f)
-    f = click.option("--cache-dir", default=None, help="Parquet cache directory (default: beside the trace).")(f)
+    f = click.option(
+        "--cache-dir",
+        default=None,
+        help="Cache directory (default: $TRACEKIT_CACHE_DIR, else $XDG_CACHE_HOME/tracekit, else ~/.cache/tracekit; "
+        "never the trace's folder).",
+    )(f)
     f = click.option("--no-cache", is_flag=True, help="Neither read nor write the Parquet cache (nor analyze's analysis cache).")(
         f
     )
@@ -63,3 +69,40 @@ def input_files(paths) -> list[str]:
         return find_traces([str(p) for p in paths])
     except (TracekitError, OSError, ValueError):
         return []
+
+
+class FiniteFloat(click.ParamType):
+    """A float option (click's FLOAT or a FloatRange, kept as ``inner`` for its bounds and help) that refuses NaN
+    and ±inf: ``--min-delta-ratio nan`` compared false with every threshold and turned a regression into "ok";
+    ``inf`` read as "no limit"; ``1e999`` is inf. Exit 2, as every other bad option value."""
+
+    name = "float"
+
+    def __init__(self, inner: click.ParamType):
+        self.inner = inner
+
+    def convert(self, value, param, ctx):
+        number = self.inner.convert(value, param, ctx)
+        if isinstance(number, float) and not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+    def get_metavar(self, param, *args, **kwargs):
+        return self.inner.get_metavar(param, *args, **kwargs)
+
+    def to_info_dict(self):
+        return self.inner.to_info_dict()
+
+    def __repr__(self) -> str:
+        return f"FiniteFloat({self.inner!r})"
+
+
+def finite_numbers(cmd):
+    """Every float option of ``cmd`` and of its subcommands refuses NaN and infinities (``FiniteFloat``): one place,
+    so an option added later with ``type=float`` is covered too (tests/unit/cli walks every command's options)."""
+    for param in getattr(cmd, "params", ()):
+        if isinstance(param.type, click.types.FloatParamType):  # FLOAT, and FloatRange (a subclass)
+            param.type = FiniteFloat(param.type)
+    for sub in getattr(cmd, "commands", {}).values():
+        finite_numbers(sub)
+    return cmd

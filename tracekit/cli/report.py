@@ -11,7 +11,7 @@ from ..reports import get_reporter
 from ..reports.base import check_summary
 from ..reports.safe_text import printable
 from ..reports.timeline_drawing import DEFAULT_MAX_EVENTS
-from ._analysis import analysis_from_traces, analysis_options
+from ._analysis import allow_partial_option, analysis_from_traces, analysis_options
 from .common import input_files
 
 
@@ -51,8 +51,17 @@ from .common import input_files
     type=int,
     help="Above this many timeline intervals, merge short gaps so the page stays small.",
 )
+@click.option(
+    "--plotly",
+    type=click.Choice(["inline", "cdn"]),
+    default="inline",
+    show_default=True,
+    help="inline: plotly.js (its 1.4 MiB cartesian bundle) inside the page, which opens offline; cdn: a page of "
+    "tens of kB that loads plotly.js from cdn.plot.ly (its tables need no network, its charts do).",
+)
 @analysis_options
-def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events, **analysis) -> None:
+@allow_partial_option
+def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timeline_events, plotly, **analysis) -> None:
     """Write a report of the traces (files or directories) in PATHS."""
     if bool(paths) == bool(summary_path):
         raise ConfigError("report: give trace PATHS or --summary FILE (exactly one of them)")
@@ -71,7 +80,14 @@ def report(paths, out, fmt, summary_path, timeline_path, verdict_path, max_timel
     reporter = get_reporter(fmt, out)
     check_summary(summary)  # a report file holds a tracekit.summary/1, whichever the format
     done = reporter.render(
-        summary, out, timeline=timeline, verdict=verdict, max_timeline_events=max_timeline_events, sort_keys=True, allow_nan=False
+        summary,
+        out,
+        timeline=timeline,
+        verdict=verdict,
+        max_timeline_events=max_timeline_events,
+        plotly=plotly,
+        sort_keys=True,
+        allow_nan=False,
     )
     for note in done.notes:
         click.echo(f"tracekit: note: {printable(note)}", err=True)

@@ -59,7 +59,12 @@ def _workloads_epilog() -> str:
 @click.option("--seq", type=int, default=64, show_default=True)
 @click.option("--hidden", type=int, default=64, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
-@click.option("--batch", type=int, default=2, show_default=True)
+@click.option(
+    "--batch",
+    type=int,
+    default=None,
+    help="Global batch (default: --microbatches x the dp degree when --microbatches is given, else 2).",
+)
 @click.option("--dtype", type=click.Choice(sorted(WORKLOAD_TORCH_NAMES)), default="fp32", show_default=True)
 @click.option(
     "--overlap/--no-overlap",
@@ -85,6 +90,12 @@ def _workloads_epilog() -> str:
     default=None,
     help="Rank RANK sleeps MS ms per step inside record_function('tracekit:delay'), before its "
     "collectives: a straggler with a known cause.",
+)
+@click.option(
+    "--flight-recorder",
+    is_flag=True,
+    help="Also dump every rank's Flight Recorder ring (_dump_<rank>) beside its trace, at the end and on a failure: "
+    "for `tracekit hang` and `tracekit analyze`.",
 )
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--verbose", is_flag=True, help="Let the profiler's own log lines (Kineto's USDT/STAGE) through.")
@@ -112,6 +123,7 @@ def run(
     delay=None,
     profile_memory=False,
     verbose=False,
+    flight_recorder=False,
 ):
     """Run a reference workload on CPU (gloo, one spawned process per rank) or under torchrun, and profile it."""
     from ..collectors.need_torch import require_torch
@@ -134,22 +146,25 @@ def run(
         seq=seq,
         hidden=hidden,
         heads=heads,
-        batch=batch,
+        batch=2 if batch is None else batch,
         dtype=dtype,
         overlap=overlap,
         steps=steps,
         activation_memory=activation_memory,
         pp=pp,
-        microbatches=microbatches or 1,
+        microbatches=1 if microbatches is None else microbatches,
         profile_memory=profile_memory,
         ep=ep,
         experts=experts,
         top_k=top_k,
         capacity_factor=capacity_factor,
         delay=delay,
+        flight_recorder=flight_recorder,
     )
+    if batch is None and microbatches is not None:  # a default follows the flags given: one sample per microbatch
+        cfg = replace(cfg, batch=microbatches * cfg.layout().dp)
     if microbatches is None:
-        per_dp = max(batch // cfg.layout().dp, 1)
+        per_dp = max(cfg.batch // cfg.layout().dp, 1)
         cfg = replace(cfg, microbatches=max(m for m in range(1, 5) if per_dp % m == 0))
         microbatches = cfg.microbatches
     check_env()  # TRACEKIT_COLLECTIVE_TIMEOUT_S, read when the runner was imported just now
@@ -170,6 +185,8 @@ def run(
     for path in paths:
         click.echo(f"  {path}")
     click.echo(f"manifest: {result.manifest_path}")
+    if flight_recorder:
+        click.echo(f"flight recorder dumps: {len(list(Path(result.out_dir).glob('_dump_*')))} in {result.out_dir}")
     emit(digest(result), "text")
 
 

@@ -23,7 +23,7 @@ from .common import build_load_options
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @analysis_options
-def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critical_path, **load_kw):
+def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, instance, critical_path, **load_kw):
     """Re-time the dependency graph of every step (all ranks) with changed durations, keeping every dependency;
     with no --set, the replay of the unchanged graph (its error says how complete the graph is). --window: the
     instances of an annotation are the steps, as on `tracekit analyze`."""
@@ -36,8 +36,11 @@ def whatif(path, specs, fmt, dim_map, no_align_clocks, executor, window, critica
     from ..loader.loading import load
 
     parsed = [Spec.parse(s) for s in specs]  # a bad spec is a usage error before any trace is read
+    if instance is not None and window is None:
+        raise click.UsageError("--instance K takes the K-th instance of the --window annotation: give --window NAME too")
     ts = load([str(p) for p in path], options=build_load_options(**load_kw), executor=executor)
-    comm = CommAnalyzer().run(ts, CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks, window=window))
+    options = CommOptions(dim_map=tuple(dim_map), align_clocks=not no_align_clocks, window=window, instance=instance)
+    comm = CommAnalyzer().run(ts, options)
     graph = build_graph(ts, window, comm)
     result = run_whatif(ts, parsed, graph=graph)
     paths = critical_paths(ts, graph=graph)

@@ -27,6 +27,11 @@ modules, or {index: module}; default: ``net``'s top-level children) and the peak
 ``run.json`` as its ``model`` dict; with seq, batch (per rank's micro-batch), hidden and heads there,
 ``tracekit analyze`` compares each layer with the Korthikanti et al. model (tp/cp/sp may also come from
 ``layout``). For compatibility ``model=`` given a mapping is taken as ``model_dims``.
+
+``flight_recorder=True`` (or ``"json"``) also dumps PyTorch's Flight Recorder ring of this rank's collectives to
+``_dump_{rank}`` (``.json``) beside the traces when the block ends, normally or by an exception (a collective that
+timed out): what ``tracekit hang`` and ``tracekit analyze`` read (see :mod:`.flight_recorder`). With ``ranks=[]``
+nothing is profiled and only the ring is dumped: no profiler cost.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerAction, ProfilerActivity
 
 from ..model.layout import LayoutError, ParallelLayout
+from . import flight_recorder as flight_recorder_mod
 from . import manifest as manifest_mod
 from .profile_activation import ActivationSession
 
@@ -99,6 +105,7 @@ class profile:
         model_dims: Mapping | None = None,
         groups: list[dict] | None = None,
         workload: str | None = None,
+        flight_recorder: bool | str = False,
     ):
         self.out_dir = Path(out_dir)
         self.rank, self.world_size = _rank_world()
@@ -118,6 +125,9 @@ class profile:
         self.activation_memory = activation_memory
         self.workload = workload  # a name for the run manifest: `tracekit check` compares like with like
         self.activation: ActivationSession | None = None
+        # True or "pickle" / "json": the Flight Recorder's ring dumped beside the traces, at the end and on a failure
+        self.flight_recorder = "pickle" if flight_recorder is True else flight_recorder or None
+        self.flight_dump: Path | None = None
         self.trace_paths: list[Path] = []
         self.overhead: ProfileOverhead | None = None
         self._prof: Any = None
@@ -165,6 +175,8 @@ class profile:
             self.enabled = False
         if self.rank == 0:
             self._write_manifest()
+        if self.flight_recorder:
+            self._start_flight_recorder()
         if self.enabled:
             self._start_activation()
             activities = [ProfilerActivity.CPU]
@@ -229,6 +241,10 @@ class profile:
             self._calls_ns += time.perf_counter_ns() - t0
         if self.activation is not None:
             self.activation.close(*exc)
+        if self.flight_recorder:
+            self.flight_dump, problem = flight_recorder_mod.dump(self.out_dir, self.rank, form=self.flight_recorder)
+            if problem:
+                self._report(problem)
         self._report_empty_run()
         self.overhead = self._measure_overhead()
         if self.rank == 0:
@@ -256,6 +272,15 @@ class profile:
                 f"rank {self.rank}: no step was recorded: the schedule records from step {first}, the run "
                 f"had {len(self._step_times)} steps"
             )
+
+    def _start_flight_recorder(self) -> None:
+        if self.flight_recorder not in ("pickle", "json"):
+            self._report(f"flight_recorder={self.flight_recorder!r}: expected True, 'pickle' or 'json'; not dumped")
+            self.flight_recorder = None
+            return
+        problem = flight_recorder_mod.enable()
+        if problem:
+            self._report(problem)
 
     def _start_activation(self) -> None:
         if not self.activation_memory:

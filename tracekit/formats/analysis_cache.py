@@ -32,6 +32,7 @@ import msgspec
 from .._version import __version__
 from ..errors import SummaryFormatError, TracekitError
 from . import core
+from .cache_location import default_cache_dir, resolved
 from .summary import FAMILY, MAJOR, SummaryDoc
 
 SCHEMA = "tracekit.analysis_cache/1"
@@ -136,12 +137,10 @@ def key(paths: Sequence[str], options: Mapping[str, Any], rules_file: str | None
 
 def entry_path(paths: Sequence[str], options: Mapping[str, Any], cache_dir: str | None) -> str:
     """One entry per traces-and-options: a newer analysis of the same traces replaces the older one. Beside the
-    Parquet cache: in the first directory given, or beside the first file."""
-    first = os.path.abspath(paths[0])
+    Parquet cache (formats.cache_location: the user's cache directory unless told), keyed by the resolved paths."""
     if cache_dir is None:
-        home = first if os.path.isdir(first) else os.path.dirname(first)
-        cache_dir = os.environ.get("TRACEKIT_CACHE_DIR") or os.path.join(home, ".tracekit_cache")
-    what = core.encode([[os.path.abspath(p) for p in paths], sorted(options.items())])
+        cache_dir = default_cache_dir()
+    what = core.encode([[resolved(p) for p in paths], sorted(options.items())])
     return os.path.join(cache_dir, f"analysis.{hashlib.sha1(what).hexdigest()[:16]}.json")
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from ..model.dropped import DroppedEvents
 from ..model.traceset import ProcessGroup, RankInfo
 
 MAX_RANK = 2**31 - 1
@@ -24,6 +25,16 @@ class CachedGroup(msgspec.Struct, kw_only=True):
     size: _Count = 0
     backend: str = ""
     dimension: str = ""
+
+
+class CachedDropped(msgspec.Struct, kw_only=True):
+    """``DroppedEvents.to_dict()``: counts per reason, and [reason, start ns, correlation] per placed event."""
+
+    counts: dict[str, _Count] = {}
+    events: list[tuple[str, int, int]] = []
+
+    def dropped(self) -> DroppedEvents:
+        return DroppedEvents.from_dict({"counts": self.counts, "events": self.events})
 
 
 class CachedRankInfo(msgspec.Struct, kw_only=True):
@@ -46,6 +57,7 @@ class CachedRankInfo(msgspec.Struct, kw_only=True):
     truncated: bool = False
     last_complete_ns: int = -1
     activities_whole: bool = False
+    dropped: CachedDropped = msgspec.field(default_factory=CachedDropped)
 
     def rank_info(self) -> RankInfo:
         groups = tuple(ProcessGroup(g.name, g.desc, tuple(g.ranks), g.size, g.backend, g.dimension) for g in self.process_groups)
@@ -66,6 +78,7 @@ class CachedRankInfo(msgspec.Struct, kw_only=True):
             truncated=self.truncated,
             last_complete_ns=self.last_complete_ns,
             activities_whole=self.activities_whole,
+            dropped=self.dropped.dropped(),
         )
 
 

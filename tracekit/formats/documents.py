@@ -134,7 +134,9 @@ class TimelineSegment(_Doc, kw_only=True):
     lane: str = ""
     name: str = ""
     start_us: Num
-    dur_us: Annotated[float, msgspec.Meta(ge=0, le=1e18)] | Annotated[int, msgspec.Meta(ge=0, le=2**62)]
+    # negative where the measurement contradicts causality by a few µs (a sync that returns before the kernel it
+    # waited for ends: clocks, rounding); the path's segments still add up to its length, and drawing skips them
+    dur_us: Annotated[float, msgspec.Meta(ge=-1e18, le=1e18)] | Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
     kind: str
     dimension: str | UnsetType = UNSET
 

@@ -55,6 +55,7 @@ class Totals(_Doc, kw_only=True):
     multi_stream_comm_us: Num | None = None
     host_wall_us: Num | None = None
     orphan_device_events: Int | None = None
+    dropped_events: Int | None = None
     steps_left_out: Int | None = None
 
 
@@ -74,6 +75,7 @@ class StepFigures(_Doc, kw_only=True):
     multi_stream_comm_us: Num | None = None
     host_wall_us: Num | None = None
     orphan_device_events: Int | None = None
+    dropped_events: Int | None = None  # events lost from the step (dropped as unreadable or implausible)
     complete: bool = True
     partial_reason: str | None | UnsetType = UNSET  # only on incomplete steps
 
@@ -177,7 +179,7 @@ class DimensionRow(_Doc, kw_only=True):
     dimension: str
     op: str
     count: Int
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     comm_us: Num
     hidden_comm_us: Num
     exposed_comm_us: Num
@@ -192,7 +194,7 @@ class GroupRow(_Doc, kw_only=True):
     dimension: str = ""
     ranks: list[Rank] = []
     count: Int
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     comm_us: Num
     hidden_comm_us: Num
     exposed_comm_us: Num
@@ -213,7 +215,7 @@ class CollectiveRow(_Doc, kw_only=True):
     short_name: str = ""  # analyzers.names.short_name(name): what tables show; name stays whole
     start_us: Num
     dur_us: Num
-    bytes: Int = 0
+    bytes: Int | None = 0  # null: the size is unknown (no element count, or a dtype of unknown size)
     hidden_us: Num
     exposed_us: Num
     wait_us: Num | None = None
@@ -244,10 +246,12 @@ class RankDetail(_Doc, kw_only=True):
 
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
-    offset_us: Num
+    offset_us: Num  # as applied: 0 where the estimate is inside its own error bound
     spread_us: Num
     matched: Int = 0
     method: str = ""
+    applied: bool = True  # False: |estimate| <= spread, the clocks agree within ±spread
+    estimate_us: Num | None = None
 
 
 class Straggler(_Doc, kw_only=True):
@@ -276,6 +280,7 @@ class PathSegment(_Doc, kw_only=True):
     dur_us: Num
     kind: str
     dimension: str | UnsetType = UNSET  # only on communication segments
+    unexplained: bool | UnsetType = UNSET  # only on residual gaps no recorded dependency accounts for
 
 
 class CriticalStep(_Doc, kw_only=True):
@@ -284,6 +289,12 @@ class CriticalStep(_Doc, kw_only=True):
     by_kind: dict[str, Num] = {}
     by_dimension: dict[str, Num] = {}
     by_collective: dict[str, Num] = {}
+    bound: str = ""  # device, communication, host or mixed (docs/whatif.md); absent before issue 26
+    device_busy_us: Num | None = None
+    explained_us: Num | None = None
+    unexplained_us: Num | None = None
+    host_waits: dict[str, Int] = {}  # inferred host waits for the device in the step, by rule
+    complete: bool = True
     verdict: str = ""
     segments: list[PathSegment] = []
 
@@ -375,8 +386,18 @@ def read_summary(
     path: str | os.PathLike, max_bytes: int = core.DEFAULT_MAX_DOCUMENT_BYTES, error: type[TracekitError] = SummaryFormatError
 ) -> SummaryDoc:
     """The summary in the file at ``path``; ``error`` is the class of every fault (``report --summary`` takes
-    the file as an option: ConfigError)."""
-    return read_summary_as_written(path, max_bytes, error)[0]
+    the file as an option: ConfigError). Typed only: no second copy of the document as builtins (a baseline of
+    10**6 steps is hundreds of MB of them)."""
+    data = core.read_bytes(path, error=error, max_bytes=max_bytes)
+    try:  # straight into the Structs; a fault is decoded again the general way, for its one-line message
+        doc = _TYPED.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        doc = core.decode(data, SummaryDoc, source=os.fspath(path), error=error, fix=FIX, schema=(FAMILY, MAJOR))
+    del data
+    return _checked(doc, os.fspath(path), error)
+
+
+_TYPED = msgspec.json.Decoder(SummaryDoc)
 
 
 def read_summary_as_written(

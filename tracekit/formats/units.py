@@ -38,8 +38,13 @@ def duration(us: Number | None) -> str:
 
 
 def percent(ratio: Number | None) -> str:
-    """A ratio in 0..1 as a percentage: ``0.125`` -> ``"12.5 %"``."""
-    return NA if ratio is None else f"{100.0 * ratio:.1f} %"
+    """A ratio in 0..1 as a percentage: ``0.125`` -> ``"12.5 %"``; a share too small for one decimal but not zero
+    reads ``"< 0.1 %"`` (a 22 µs collective in a 400 ms step is not "0.0 %")."""
+    if ratio is None:
+        return NA
+    if 0 < abs(ratio) < 0.0005:
+        return "< 0.1 %" if ratio > 0 else "> -0.1 %"
+    return f"{100.0 * ratio:.1f} %"
 
 
 def size(nbytes: Number | None) -> str:
@@ -166,6 +171,16 @@ def change(fraction: float | None) -> str:
 _COLUMN_BYTES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
+def duration_scale(top_us: float) -> tuple[str, float]:
+    """The unit a duration column or chart axis whose largest value is ``top_us`` reads in, and µs per unit."""
+    return ("s", 1e6) if top_us >= 1e6 else ("ms", 1e3) if top_us >= 1e3 else ("µs", 1.0)
+
+
+def bytes_scale(top: float) -> tuple[str, float]:
+    """The binary unit of a bytes column or axis whose largest value is ``top``, and bytes per unit."""
+    return next(((u, float(s)) for u, s in _COLUMN_BYTES if top >= s), ("B", 1.0))
+
+
 def column(field: str, values: list[Number | None]) -> tuple[str, list[str]]:
     """A whole table column of the summary field ``field`` in one unit, chosen by its largest value, for the
     header (``("ms", ["682.6", "1.3", "—"])``): the cells hold bare numbers, so a column stays narrow and never
@@ -174,15 +189,23 @@ def column(field: str, values: list[Number | None]) -> tuple[str, list[str]]:
     nums = [None if v is None or _missing(v) else float(v) for v in values]
     top = max((abs(v) for v in nums if v is not None), default=0.0)
     if kind == "us":
-        unit, scale = ("s", 1e6) if top >= 1e6 else ("ms", 1e3) if top >= 1e3 else ("µs", 1.0)
+        unit, scale = duration_scale(top)
         digits = 1 if unit == "µs" or top / scale >= 100 else 2 if top / scale >= 10 else 3
     elif kind == "bytes":
-        unit, scale = next(((u, s) for u, s in _COLUMN_BYTES if top >= s), ("B", 1))
+        unit, scale = bytes_scale(top)
         digits = 0 if unit == "B" else 2
     elif kind == "ratio":
         unit, scale, digits = "%", 0.01, 1
-    elif kind == "gbps":
-        unit, scale, digits = "GB/s", 1.0, 2
+    elif kind == "gbps":  # gloo on CPU moves MB/s: four decimals there rather than a column of 0.00
+        unit, scale, digits = "GB/s", 1.0, 2 if top >= 1 else 3 if top >= 0.1 else 4
     else:
         return "", [NA if v is None else f"{int(v)}" for v in nums]
-    return unit, [NA if v is None else f"{v / scale:.{digits}f}" for v in nums]
+    return unit, [NA if v is None else _cell(v / scale, digits) for v in nums]
+
+
+def _cell(v: float, digits: int) -> str:
+    """``v`` at ``digits`` decimals; a value that is not 0 but would read 0 there says so (``<0.01``)."""
+    text = f"{v:.{digits}f}"
+    if v != 0 and float(text) == 0:
+        return f"<{10**-digits:.{digits}f}" if v > 0 else f">-{10**-digits:.{digits}f}"
+    return text

@@ -10,6 +10,7 @@ tp to the budget, ``*/*:...`` every dimension/op of the run.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ def _parse_value(text: str, metric: str, where: str) -> float:
     number = text[:-1].strip() if percent else text
     if not _NUMBER_RE.match(number):
         raise ConfigError(f"budget {where!r}: value {text!r} is not a number; write e.g. 0.15, 15% or 800")
+    if not math.isfinite(float(number)):  # 1e999 reads as inf: a budget that holds nothing
+        raise ConfigError(f"budget {where!r}: value {text!r} is not a finite number; write e.g. 0.15, 15% or 800")
     value = float(number)
     if percent:
         if metric not in RATIO_METRICS:
@@ -139,8 +142,8 @@ def parse_fraction(text: str, option: str = "--max-regression") -> float:
     """``10%`` or ``0.10`` -> 0.10. A bare number above 1 is ambiguous and refused."""
     t = text.strip()
     number = t[:-1].strip() if t.endswith("%") else t
-    if not _NUMBER_RE.match(number) or float(number) < 0:
-        raise ConfigError(f"{option} {text!r}: not a non-negative number; write e.g. 10% or 0.10")
+    if not _NUMBER_RE.match(number) or not 0 <= float(number) < math.inf:  # 1e999 reads as inf
+        raise ConfigError(f"{option} {text!r}: not a finite non-negative number; write e.g. 10% or 0.10")
     if t.endswith("%"):
         return float(number) / 100.0
     if float(number) > 1:

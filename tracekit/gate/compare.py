@@ -186,6 +186,9 @@ def data_checks(
             )
         )
     for role, s in (("run", current), ("baseline", baseline)):
+        if s is not None and not allow_partial and s.lossy_steps:
+            out.append(_lossy(role, s))
+    for role, s in (("run", current), ("baseline", baseline)):
         if s is None or s.has_data:
             continue
         why = "; ".join(s.partial_reasons()[:3]) or "no steps and no events"
@@ -210,6 +213,21 @@ def data_checks(
             )
         )
     return out
+
+
+def _lossy(role: str, s: RunMetrics) -> CheckResult:
+    """A run (or baseline) with steps that lost events: a verdict on the rest is not the run's."""
+    lossy = s.lossy_steps
+    shown = ", ".join(lossy[:3]) + (f" and {len(lossy) - 3} more" if len(lossy) > 3 else "")
+    return CheckResult(
+        kind="data",
+        name=f"{role} lost no events",
+        passed=False,
+        metric="steps",
+        message=f"{role} {s.source}: events were dropped from {len(lossy)} step{'s' if len(lossy) != 1 else ''} as "
+        f"unreadable or implausible ({shown}); a verdict without them is not the run's: fix or re-export the trace, "
+        "or --allow-partial gates the complete steps alone",
+    )
 
 
 def run_gate(

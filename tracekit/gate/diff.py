@@ -114,9 +114,10 @@ def explain(label: str, a: Mapping[str, float | None], b: Mapping[str, float | N
     t = None
     if a.get("transfer_us") is not None and b.get("transfer_us") is not None:
         t = (_num(b["transfer_us"]) - _num(a["transfer_us"])) * (1 - ov_a)
+    known = a.get("bytes") is not None and b.get("bytes") is not None  # unknown sizes explain nothing
     ba, bb = _num(a.get("bytes")), _num(b.get("bytes"))
-    grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if bb > ba * 1.01 else ""
-    shrank = f"bytes {ba:.0f}→{bb:.0f}, {(bb - ba) / ba * 100:+.0f}%" if ba and bb < ba * 0.99 else ""
+    grew = f"bytes {ba:.0f}→{bb:.0f}, {((bb - ba) / ba * 100 if ba else 100):+.0f}%" if known and bb > ba * 1.01 else ""
+    shrank = f"bytes {ba:.0f}→{bb:.0f}, {(bb - ba) / ba * 100:+.0f}%" if known and ba and bb < ba * 0.99 else ""
     moved = grew or shrank
     if t is not None and abs(t) > floor_us:
         reasons.append((t, f"{'longer' if t > 0 else 'shorter'} transfer ({moved or 'same bytes'}): {_signed(t)}"))

@@ -115,11 +115,19 @@ class RunMetrics:
             data = doc if data is None else data
             doc = summary_from_builtins(doc, source)
         self.doc = doc
-        self.data: Mapping[str, Any] = to_builtins(doc) if data is None else data
+        self._data = data  # built from the Struct on first use (a baseline of 10**6 steps held it twice)
         self.source = source
         self._steps = self._rank_steps()
+        self._groups: dict[Scope, dict[tuple[int, int], list[CollectiveRow]]] = {}  # dim_stat's, per scope
         # steps before the `complete` flag read as complete (the Struct's default): every one counts
         self._left_out = {(r.rank, s.step) for r in doc.ranks for s in r.steps if not s.complete}
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The document as written (absent keys absent); from the Struct when the summary was not read as written."""
+        if self._data is None:
+            self._data = to_builtins(self.doc)
+        return self._data
 
     # -- what the data holds --------------------------------------------------------------------------------
     @property
@@ -138,6 +146,17 @@ class RunMetrics:
             for r in self.doc.ranks
             for s in r.steps
             if not s.complete
+        ]
+
+    @property
+    def lossy_steps(self) -> list[str]:
+        """'rank R step S (N events)' for every step that lost events (``dropped_events`` > 0: dropped by the
+        loader as unreadable or implausible): a verdict without them is not the run's."""
+        return [
+            f"rank {r.rank} step {s.step} ({s.dropped_events} events)"
+            for r in self.doc.ranks
+            for s in r.steps
+            if s.dropped_events
         ]
 
     @property
@@ -232,20 +251,35 @@ class RunMetrics:
     def dim_stat(self, scope: Scope, metric: str) -> Stat | None:
         if not self.collectives:
             return self._dim_total(scope, metric)
-        groups: dict[tuple[int, int], list[CollectiveRow]] = defaultdict(list)
-        for c in self.collectives:
-            if (c.rank, c.step) in self._left_out:
-                continue
-            if scope.matches(c.dimension or "unknown", c.op or "unknown"):
-                groups[(c.rank, c.step)].append(c)
+        groups = self._scope_groups(scope)
         if not groups:
             return None
-        keys = {(rank, step) for rank, steps in self._steps.items() for step in steps} or set(groups)
         has = {f: any(getattr(c, f) is not None for c in self.collectives) for f in ("wait_us", "transfer_us")}
         per_rank: dict[int, list[float | None]] = defaultdict(list)
-        for rank, step in sorted(keys, key=lambda k: (k[0], str(k[1]))):
-            per_rank[rank].append(self._step_value(groups.get((rank, step), []), metric, rank, step, has))
+        stepped = any(self._steps.values())  # then the (rank, step)s are the complete steps; else those with instances
+        for (rank, step), rows in groups.items():
+            if not stepped or step in self._steps.get(rank, {}):
+                per_rank[rank].append(self._step_value(rows, metric, rank, step, has))
+        # the complete steps without a collective of the scope: 0 of it ran (one value per rank for most metrics, so a
+        # baseline of 10**6 steps is not 10**6 calls per metric and scope; the order of a rank's values is no matter)
+        empty = None if metric == "exposed_comm_share" else self._step_value([], metric, 0, 0, has)
+        for rank, steps in self._steps.items():
+            missing = [step for step in steps if (rank, step) not in groups]
+            if metric == "exposed_comm_share":
+                per_rank[rank] += [self._step_value([], metric, rank, step, has) for step in missing]
+            else:
+                per_rank[rank] += [empty] * len(missing)
         return stat_over_ranks(per_rank)
+
+    def _scope_groups(self, scope: Scope) -> dict[tuple[int, int], list[CollectiveRow]]:
+        """The instances of ``scope`` in complete steps, by (rank, step): once per scope, for every metric."""
+        if scope not in self._groups:
+            groups: dict[tuple[int, int], list[CollectiveRow]] = defaultdict(list)
+            for c in self.collectives:
+                if (c.rank, c.step) not in self._left_out and scope.matches(c.dimension or "unknown", c.op or "unknown"):
+                    groups[(c.rank, c.step)].append(c)
+            self._groups[scope] = dict(groups)
+        return self._groups[scope]
 
     def _step_value(self, rows: list[CollectiveRow], metric: str, rank: int, step: int, has: dict[str, bool]) -> float | None:
         """One (rank, step)'s value; a step without collectives of the scope counts 0 (nothing of it ran), a
@@ -257,6 +291,8 @@ class RunMetrics:
             assert field is not None
             if field in has and not has[field]:
                 return None
+            if field == "bytes" and any(c.bytes is None for c in rows):
+                return None  # a collective of unknown size: the step's bytes are unknown, not a smaller sum
             return _sum(rows, field)
         if metric == "busbw_gbps":
             vals = [float(c.busbw_gbps) for c in rows if c.busbw_gbps is not None]

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import SummaryFormatError
 from ..formats import core
 from ..formats.outputs import write_output
-from ..formats.summary import read_summary_as_written
+from ..formats.summary import read_summary, read_summary_as_written
 from .metrics import RunMetrics
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json", ".sqlite", ".nsys-rep")  # Kineto; Nsight exports
@@ -34,17 +34,25 @@ def summary_from_traces(path: Path, window: str | None = None, options: Any = No
     return analyze(load(str(path), options=options, executor=executor), window=window, allow_empty=True).to_dict()
 
 
-def load_summary(path: str | Path, window: str | None = None, options: Any = None, executor: Any = None) -> RunMetrics:
+def load_summary(
+    path: str | Path, window: str | None = None, options: Any = None, executor: Any = None, as_written: bool = False
+) -> RunMetrics:
     """A RunMetrics from a summary JSON file, or from traces (analysed on the fly; ``window`` as
     ``tracekit analyze --window``). A trace, even one cut short, is told apart by its first bytes. Either way
-    the gate reads a validated SummaryDoc: the analysis' dict goes through the same Struct as a file."""
+    the gate reads a validated SummaryDoc: the analysis' dict goes through the same Struct as a file.
+    ``as_written``: keep the file's document as it is written too (what ``baseline`` writes back); the gate and
+    ``diff`` read the typed document alone, which a baseline of 10**6 steps needs in a third of the memory."""
     p = Path(path)
     if not p.exists():
         raise SummaryFormatError(f"{p}: no such file or directory; give a trace directory or a summary JSON")
     if p.is_dir() or p.name.endswith(_TRACE_SUFFIXES) or _is_trace(p):
         return RunMetrics(summary_from_traces(p, window, options, executor), str(p))
-    limit = getattr(options, "max_bytes", None)
-    doc, written = read_summary_as_written(p, **({"max_bytes": limit} if limit else {}))
+    # a summary is a document: the document limit (TRACEKIT_MAX_DOCUMENT_BYTES, 1 GiB), or --max-trace-bytes where
+    # that is lower (before, the trace limit of 8 GiB applied: a 5 GB baseline was read into ~14 GB)
+    limit = min(getattr(options, "max_bytes", None) or core.DEFAULT_MAX_DOCUMENT_BYTES, core.DEFAULT_MAX_DOCUMENT_BYTES)
+    if not as_written:
+        return RunMetrics(read_summary(p, max_bytes=limit), str(p))
+    doc, written = read_summary_as_written(p, max_bytes=limit)
     return RunMetrics(doc, str(p), written)
 
 

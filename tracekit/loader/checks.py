@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputLimitError, MissingRankError, TraceFormatError
-from ..model.events import COLUMNS, EventTable
+from ..model.dropped import UNKNOWN_NS
+from ..model.events import COLUMNS, EventKind, EventTable
 from ..model.traceset import RankInfo
 from .files import env_limit
 from .kinds import DEVICE_CATS, HOST_CATS
@@ -28,6 +29,10 @@ KNOWN_CATS = (
 )
 _MAX_RANK = 2**31 - 1
 _TIME_LIMIT = 2**62
+# Plausibility from the trace itself: an event may end at most this far past the trace's last host event (or, when
+# the trace is longer, one trace length past it), and last at most twice the span of the trace's starts (at least
+# this much longer than it). Past either it is a corrupt number, not a measurement (docs/robustness.md).
+PLAUSIBLE_MARGIN_NS = 1_000_000_000
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 # the dense columns that tell events apart; duplicate candidates must agree in them (then in all COLUMNS)
 _HASHED = ("ts_ns", "dur_ns", "name_id", "kind", "pid", "stream", "correlation", "external_id", "cat_id")
@@ -45,12 +50,25 @@ def check_table(table: EventTable, info: RankInfo, path: str, max_string_bytes: 
     check_strings(table, path, max_string_bytes)
     warnings: list[str] = []
     bad = out_of_range_times(table)
+    dropped = info.dropped
     if bad.any():
+        dropped = dropped.plus("range", int(bad.sum()), [UNKNOWN_NS] * int(bad.sum()), table["correlation"][bad].tolist())
         table = table.select(~bad)
         warnings.append(
             f"{path}: dropped {int(bad.sum())} events whose time or end lies beyond ±2**62 ns "
-            "(huge numbers in ts/dur; corrupt events)"
+            "(huge numbers in ts/dur; corrupt events); the steps they belonged to are marked incomplete"
         )
+    odd = implausible_times(table)
+    if odd.any():
+        dropped = dropped.plus("implausible", int(odd.sum()), table["ts_ns"][odd].tolist(), table["correlation"][odd].tolist())
+        table = table.select(~odd)
+        warnings.append(
+            f"{path}: dropped {int(odd.sum())} events with an implausible duration (longer than twice the span of "
+            "the trace's starts) or end (more than max(1 s, the trace's span) past its last host event): corrupt "
+            "numbers, not measurements; the steps they belonged to are marked incomplete"
+        )
+    if dropped is not info.dropped:
+        info = replace(info, dropped=dropped)
     dup = duplicate_rows(table)
     if dup.any():
         table = table.select(~dup)
@@ -86,6 +104,29 @@ def out_of_range_times(table: EventTable) -> np.ndarray:
     ts, dur = table["ts_ns"], table["dur_ns"]
     end = ts.astype(np.float64) + dur.astype(np.float64)
     return (np.abs(ts) >= _TIME_LIMIT) | (dur < 0) | (dur >= _TIME_LIMIT) | (np.abs(end) >= _TIME_LIMIT)
+
+
+def implausible_times(table: EventTable) -> np.ndarray:
+    """Rows no profiler can have recorded, judged against the trace itself: a duration longer than
+    max(2 S, S + 1 s), S the span of the starts (first to last); an end more than max(1 s, S) past the end of the
+    trace's last host event (the host events that passed the first test). Kineto records an event once it has
+    ended, while it records: every real event lies within the recording. ProfilerStep windows are left to the
+    step analysis, which marks an implausible one incomplete rather than lose the step itself."""
+    n = len(table)
+    if n < 2:
+        return np.zeros(n, dtype=bool)
+    ts, dur = table["ts_ns"], table["dur_ns"]
+    span = int(ts.max()) - int(ts.min())
+    judged = ~table.mask_kind(EventKind.STEP)
+    long = dur > max(2 * span, span + PLAUSIBLE_MARGIN_NS)
+    too_long = judged & long
+    end = table.end_ns
+    host = (table["device"] < 0) & ~long  # an implausible step window sets no bound either
+    if not host.any():
+        return too_long
+    last_host_end = int(end[host].max())
+    late = judged & (end > last_host_end + max(PLAUSIBLE_MARGIN_NS, span))
+    return too_long | late
 
 
 def duplicate_rows(table: EventTable) -> np.ndarray:

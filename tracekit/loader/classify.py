@@ -12,15 +12,17 @@ TOML file::
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..formats.rules import rule_entries
-from ..model.dtypes import TRACE_BYTES
+from ..model.dtypes import TRACE_BYTES, spelling_key
+from .comm_families import FAMILIES
 from .files import read_limited
-from .patterns import Matcher, check_pattern, compile_pattern
+from .patterns import FirstMatch, Matcher, check_pattern, compile_pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,50 +36,23 @@ class CommRule:
         return compile_pattern(self.pattern)[0]
 
 
-# Device kernels (and gloo host spans of CPU runs) that carry communication. Name rules are the last
-# evidence: collective metadata on the kernel (or its record_param_comms) and the launch context (a kernel or
-# memcpy launched from inside a collective host op) come first (see linking.py). Each library's whole kernel
-# family, from its public sources: NCCL's ncclKernel_* (before 2.19), ncclDevKernel_* (2.19+) and symmetric-memory
-# ncclSymkDevKernel_* (2.27+); RCCL keeps NCCL's names; DeepEP's intranode/internode/internode_ll kernels
-# (namespace deep_ep:: or a renamed fork's, e.g. dpsk::ep::) -- but not layout::get_dispatch_layout, which is
-# local compute; NVSHMEM's nvshmem*/nvshmemi* device functions and its on-stream collective kernels, whose
-# names do not say nvshmem (barrier_on_stream_kernel, fcollect_on_stream_kernel<T>, ...).
-DEEPEP_KERNELS = (
-    "notify_dispatch",
-    "cached_notify_dispatch",
-    "cached_notify_combine",
-    "cached_notify",
-    "notify_combine",
-    "dispatch",
-    "combine",
-    "clean_low_latency_buffer",
-    "barrier",
-)
-DEFAULT_RULES: tuple[CommRule, ...] = (
-    CommRule(r"^(void )?ncclKernel_", "nccl"),
-    CommRule(r"^(void )?nccl[A-Z][A-Za-z]*Kernel_", "nccl"),  # NCCL <= 2.8: ncclAllReduceRingLLKernel_sum_f32(ncclColl)
-    CommRule(r"^(void )?ncclDevKernel", "nccl"),
-    CommRule(r"^(void )?ncclSymk?DevKernel_", "nccl"),
-    CommRule(r"(?i)^(void )?rccl", "rccl"),
-    CommRule(r"(?i)^hccl", "hccl"),
-    CommRule(r"^hcom_", "hccl"),  # Ascend HCCL's device tasks: hcom_allReduce__503_0_1, hcom_receive_, ...
-    CommRule(r"^kuserbuffers_|userbuffers", "te-userbuffers"),
-    CommRule(r"(^|[\s:])(intranode|internode|internode_ll)::(" + "|".join(DEEPEP_KERNELS) + r")\b", "deepep"),
-    CommRule(r"(?i)nvshmem", "nvshmem"),
-    CommRule(
-        r"^(void )?(barrier|barrier_all|sync|sync_all|alltoall|broadcast|fcollect|rdxn|reducescatter)"
-        r"_on_stream_kernel",
-        "nvshmem",
-    ),  # NVSHMEM's on-stream collectives (host/coll, h_to_d_coll_defs.h)
-    CommRule(r"^gloo:", "gloo"),
-)
+# Device kernels (and gloo host spans of CPU runs) that carry communication, one row per family of names read
+# from each library's sources (comm_families.py). Name rules are the last evidence: collective metadata on the
+# kernel (or its record_param_comms) and the launch context come first (see linking.py).
+DEFAULT_RULES: tuple[CommRule, ...] = tuple(CommRule(pattern, library, op) for library, pattern, op, _ in FAMILIES)
 
 # Host ops that issue a collective (not compute, not a comm interval): the launch context of its kernels.
 # Each c10d backend names its collectives "<backend>:<op>" (ProcessGroupNCCL's "nccl:all_reduce", XCCL's (Intel
 # oneCCL, PyTorch >= 2.7) "xccl:all_reduce", UCC's "ucc:all_reduce", MPI's "mpi:all_reduce", torch_npu's HCCL).
+# PyTorch's symmetric-memory ops (symm_mem::one_shot_all_reduce, ::two_shot_all_reduce_, ::multimem_all_reduce_,
+# ::reduce_scatter_out, ::all_to_all_vdev, ...; not the fused_all_gather_matmul / fused_matmul_reduce_scatter /
+# _async_input_mm ops, whose GEMMs are compute) and vLLM's custom all-reduce ops (_C_custom_ar::all_reduce,
+# ::qr_all_reduce) issue their library's communication kernels.
 HOST_COMM_OP = re.compile(
     r"^(c10d::|record_param_comms$|nccl:|rccl:|hccl:|xccl:|ucc:|mpi:|gloo:|c10d_functional::|"
-    r"_c10d_functional::)"
+    r"_c10d_functional::|_C_custom_ar::|"
+    r"symm_mem::(one_shot_all_reduce|two_shot_all_reduce|multimem_|reduce_scatter|all_to_all|all_gather|"
+    r"nvshmem_|broadcast|barrier|put_signal|wait_signal))"
 )
 
 _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
@@ -98,6 +73,7 @@ _OP_PATTERNS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"(^|[^a-z])send", "send"),
         (r"(^|[^a-z])recv", "recv"),
         (r"(^|[^a-z])receive", "recv"),  # HCCL's hcom_receive_
+        (r"notify", "notify"),  # DeepEP's notify_dispatch, cached_notify_combine: before dispatch and combine
         (r"dispatch", "dispatch"),
         (r"combine", "combine"),
     )
@@ -109,7 +85,7 @@ _NCCL_PREFIX = re.compile(r"^(void )?nccl(Symk?Dev|Dev)?(Kernel)?_?(?=[A-Z])")
 
 def normalize_op(text: str | None) -> str:
     """A collective's op in tracekit's words: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,
-    send, recv, send_recv, reduce, gather, scatter, barrier, dispatch, combine; "" when unknown."""
+    send, recv, send_recv, reduce, gather, scatter, barrier, dispatch, combine, notify; "" when unknown."""
     if not text:
         return ""
     t = _NCCL_PREFIX.sub("", text.split("(")[0])  # "ncclReduceRingLL...", "ncclKernel_Reduce_RING_LL_Sum_float"
@@ -123,11 +99,11 @@ DTYPE_BYTES = TRACE_BYTES  # a trace's dtype spelling -> bytes per element (trac
 
 
 def dtype_bytes(dtype: str | None) -> int:
-    """Bytes per element for a trace's dtype string ("Float", "BFloat16", "c10::Half", "torch.bfloat16")."""
-    if not dtype:
+    """Bytes per element for a trace's dtype spelling ("Float", "BFloat16", "c10::Half", "long int",
+    "unsigned char", "torch.bfloat16"); -1 when the spelling is not one of PyTorch's scalar types."""
+    if not dtype or not isinstance(dtype, str) or len(dtype) > 64:
         return -1
-    key = dtype.lower().replace("c10::", "").replace("torch.", "").replace("at::", "")
-    return DTYPE_BYTES.get(key, -1)
+    return DTYPE_BYTES.get(spelling_key(dtype), -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +120,19 @@ class RuleSet:
         return RuleSet(tuple(extra) + self.rules, self.notes + tuple(notes))
 
     def match(self, names: Iterable[str]) -> list[CommRule | None]:
-        compiled = [(r, r.compiled()) for r in self.rules]
-        out: list[CommRule | None] = []
-        for name in names:
-            out.append(next((r for r, c in compiled if c.search(name)), None))
-        return out
+        """The first rule each name matches (None for none), all rules in one RE2 pass per name."""
+        first = _first_match(self.rules)
+        return [self.rules[i] if i >= 0 else None for i in map(first, names)]
+
+    def ops(self, names: Iterable[str]) -> list[str]:
+        """The op each name's rule fixes, else the op its name says (``normalize_op``), else ""."""
+        names = list(names)
+        return [(r.op if r is not None else "") or normalize_op(n) for r, n in zip(self.match(names), names)]
+
+
+@functools.lru_cache(maxsize=32)
+def _first_match(rules: tuple[CommRule, ...]) -> FirstMatch:
+    return FirstMatch(tuple(r.pattern for r in rules))
 
 
 MAX_RULES_FILE_BYTES = 1024**2  # a rule file is a few dozen [[comm]] tables

@@ -15,13 +15,21 @@ import numpy as np
 import pandas as pd
 
 from ..model.columns import SPARSE_SHARE, Sparse, compact
+from ..model.dropped import UNKNOWN_NS, DroppedEvents
 from ..model.events import ABSENT, COLUMNS, EventTable
 from ..model.events import EventKind as K
 from ..model.traceset import RankInfo
 from .classify import HOST_COMM_OP, RuleSet
 from .decode import Trace
-from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, thread_ids
-from .linking import CollRecords, comm_from_launch_context, fill_collectives
+from .kinds import MEMCPY_CATS, assign_steps, classify_kinds, int_or_absent, normalise_step_names, thread_ids
+from .linking import (
+    CLOCK_NOISE_NS,
+    CollRecords,
+    break_implausible_links,
+    comm_from_launch_context,
+    fill_collectives,
+    unknown_dtype_warnings,
+)
 from .rankinfo import Facts, rank_info
 from .structs import Args
 
@@ -43,6 +51,9 @@ _PARTS = {
     "cat": np.int32,
 }
 _NO_ARGS = Args()  # an event without args: every field its default (never changed)
+# Chrome's trace-event phases other than X and B/E: read for facts (M, s/f) or deliberately not events tracekit
+# measures (instants, counters, async, samples, objects, marks). An event with another ph, or none, is malformed.
+_OTHER_PHASES = frozenset("iIsftMCbneSTpFPNODRVvc()")
 _SPARSE_PARTS = ("mem_bytes", "mem_total", "mem_reserved", "mem_addr", "mem_device")
 
 
@@ -63,6 +74,10 @@ class TableBuilder:
         self.trailer_reached = False  # a metadata event follows the last activity (Kineto writes them last)
         self.rounded = False  # ns-resolution epoch timestamps read as float µs (a truncated file)
         self.saw_activity = False  # for absorb: whether trailer_reached was set by an activity of this builder
+        self.drops = DroppedEvents()  # every event dropped here, once (starts before baseTimeNanoseconds is added)
+        self.n_malformed_ph = 0
+        self.links = (0, 0, False)  # (impossible launch links, links examined, ids unusable): break_implausible_links
+        self.step_notes: list[str] = []  # step names normalised or only looking like one (kinds.normalise_step_names)
 
     def absorb(self, other: TableBuilder) -> None:
         """Append what ``other`` built from the events that follow this builder's in the file (a split trace's
@@ -86,6 +101,8 @@ class TableBuilder:
             self.trailer_reached = True
         self.rows += other.rows
         self.n_bad += other.n_bad
+        self.n_malformed_ph += other.n_malformed_ph
+        self.drops = self.drops.merged(other.drops)
 
     def take_arrays(self) -> dict[str, np.ndarray]:
         """The builder's column arrays, removed from it (to travel apart: ``handoff``); ``give_arrays`` puts them
@@ -128,6 +145,7 @@ class TableBuilder:
         keep_mask[inst[[events[j].name == "[memory]" for j in inst.tolist()]]] = True
         self._facts(events, ph_codes, phs, cat_codes, cats)
         self._note_trailer(ph_codes, phs, cat_codes, cats)
+        self._note_unread(events, ts_all, ph_codes, phs)
         keep_at = np.flatnonzero(keep_mask)
         keep = keep_at.tolist()
         kept = [events[i] for i in keep]
@@ -146,12 +164,33 @@ class TableBuilder:
             dur_ns[is_instant[good] & (dur_ns < 0)] = 0
         if bad:
             self.n_bad += bad
+            lost = np.flatnonzero(~good)
+            self._drop("times", [kept[i] for i in lost.tolist()], ts[lost])
             kept = [e for e, g in zip(kept, good) if g]
             ts, dur, kept_cats = ts[good], dur[good], kept_cats[good]
         if exact is None:
             ts_ns, dur_ns = _to_ns(ts), np.rint(dur * 1000.0).astype(np.int64)
         self._columns(kept, ts_ns, dur_ns, kept_cats, cats)
         return True
+
+    def _note_unread(self, events, ts_all: np.ndarray, ph_codes, phs) -> None:
+        """Count the events no rule reads: without a ``ph`` or with one Chrome does not define (malformed), and
+        begin/end pairs (``B``/``E``, which tracekit does not pair up)."""
+        bad_ph = np.array([p not in _OTHER_PHASES and p not in ("X", "B", "E") for p in phs] or [False], dtype=bool)
+        for reason, mask in (("malformed", bad_ph[ph_codes]), ("begin_end", _is(ph_codes, phs, "B") | _is(ph_codes, phs, "E"))):
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                self.n_malformed_ph += len(rows) if reason == "malformed" else 0
+                self._drop(reason, [events[i] for i in rows.tolist()], ts_all[rows])
+
+    def _drop(self, reason: str, events: list, ts_us: np.ndarray) -> None:
+        """Record ``events`` as dropped for ``reason``: their starts (in ns, UNKNOWN_NS where unusable) and
+        correlation ids, so that the steps that lost them are marked incomplete."""
+        usable = np.isfinite(ts_us) & (np.abs(ts_us) < 9e15)
+        ts_ns = np.full(len(events), UNKNOWN_NS, np.int64)
+        ts_ns[usable] = _to_ns(ts_us[usable])
+        corr = _ints([(e.args.correlation if e.args is not None else -1) for e in events])
+        self.drops = self.drops.plus(reason, len(events), ts_ns.tolist(), corr.tolist())
 
     def _note_trailer(self, ph_codes, phs, cat_codes, cats) -> None:
         activity = np.flatnonzero(_is(ph_codes, phs, "X") & ~_in(cat_codes, cats, {"Trace"}))
@@ -229,15 +268,29 @@ class TableBuilder:
                 f"{assumed} collectives without a group are assumed to run on the world group "
                 "(default_pg) and are matched across ranks by their order"
             )
+        warnings += unknown_dtype_warnings(table, path)
         if self.n_bad:
             warnings.append(f"{path}: dropped {self.n_bad} events with missing, non-finite or negative times/durations")
+        warnings += _link_warnings(path, *self.links)
+        warnings += [f"{path}: {note}" for note in self.step_notes]
+        if self.n_malformed_ph:
+            warnings.append(
+                f"{path}: dropped {self.n_malformed_ph} malformed events without a 'ph' (event phase) or with one the "
+                "trace format does not define; the steps they lay in are marked incomplete"
+            )
+        drops = self.drops
+        for ts_us, corr, reason in trace.dropped:  # the events the lenient decode could not convert or cut out
+            drops = drops.plus(reason, 1, [_start_ns(ts_us)], [corr])
         if len(table) and not (
             table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET).any()
             or table.mask_kind(K.STEP).any()
             or table.mask_kind(K.CPU_OP).any()
         ):
             warnings.append(f"{path}: no kernels, operators or steps in the trace; was the profiler active?")
-        info = rank_info(trace, path, table, self.facts, warnings)
+        info = replace(
+            rank_info(trace, path, table, self.facts, warnings),
+            dropped=drops.ordered().shifted(int(trace.baseTimeNanoseconds or 0)),
+        )
         if trace.truncated:  # events are kept in file order: the last row is the last event before the cut
             last = int(table["ts_ns"][-1]) if len(table) and not self.rounded else -1  # -1: nothing is sure
             info = replace(
@@ -268,7 +321,7 @@ class TableBuilder:
         del launches
         if np.count_nonzero(mask) > n // 2:  # most rows (a communication-heavy trace): the whole table as it is
             return fill_collectives(
-                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group=world_group
+                _with_collective_columns(cols, n), strings, self.coll, names, name_codes, world_group, self.rules
             )
         rows = np.flatnonzero(mask)
         del mask
@@ -276,7 +329,7 @@ class TableBuilder:
         sub.update((k, np.full(len(rows), ABSENT, COLUMNS[k])) for k in COLUMNS if k not in cols and k not in _OWN)
         records = self.coll.renumbered(np.searchsorted(rows, coll_rows))
         self.coll = CollRecords()
-        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group=world_group)
+        assumed = fill_collectives(sub, strings, records, names, name_codes[rows], world_group, self.rules)
         cols["step"][rows] = sub["step"]  # gloo spans take the step of the annotation that issued them
         for k in COLUMNS:
             if k not in cols and k not in _OWN:
@@ -287,7 +340,8 @@ class TableBuilder:
         p = {k: c.view() for k, c in self.parts.items()}
         self.parts = {}
         strings: dict[str, int] = {}
-        names, cats = list(self.names), list(self.cats)
+        names, self.step_notes = normalise_step_names(list(self.names))
+        cats = list(self.cats)
         name_map = _intern(strings, names)
         cat_map = _intern(strings, cats)
         name_codes, cat_codes = p["name"], p["cat"]
@@ -316,6 +370,7 @@ class TableBuilder:
             external_id=p["external"],
         )
         del p, cat_codes
+        self.links = break_implausible_links(cols, is_device)
         cols["step"] = assign_steps(cols, kind, names, name_codes, is_device)
         comm_from_launch_context(cols, names, name_codes)
         assumed = self._collectives(cols, strings, names, name_codes, not named_groups)
@@ -530,6 +585,28 @@ def _to_ns(ts_us: np.ndarray) -> np.ndarray:
     """µs floats -> int64 ns without losing the integer part to float rounding."""
     whole = np.floor(ts_us)
     return whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000.0).astype(np.int64)
+
+
+def _link_warnings(path: str, early: int, linked: int, unusable: bool) -> list[str]:
+    if not early:
+        return []
+    what = (
+        f"{path}: {early} of {linked} device events start more than {CLOCK_NOISE_NS // 1000} µs before the launch "
+        "their correlation id names, which no device can do"
+    )
+    if unusable:
+        return [
+            f"{what}: the trace's correlation ids are unusable (shifted, reused or merged from another trace?); every "
+            "launch -> kernel link is broken and device events are placed in steps by time"
+        ]
+    return [f"{what}: those links are broken and the events placed in steps by time"]
+
+
+def _start_ns(ts_us) -> int:
+    """A dropped event's start in ns (before baseTimeNanoseconds), UNKNOWN_NS when unusable."""
+    if isinstance(ts_us, (int, float)) and not isinstance(ts_us, bool) and abs(ts_us) < 9e15:
+        return int(_to_ns(np.array([ts_us], np.float64))[0])
+    return UNKNOWN_NS
 
 
 def _intern(strings: dict[str, int], uniques) -> np.ndarray:

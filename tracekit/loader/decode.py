@@ -10,6 +10,7 @@ import ctypes
 import decimal
 import gc
 import math
+import os
 import re
 import zlib
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
+from .corrupt import is_truncation, read_around, salvaged_prefix
 from .files import RunGuard, env_limit, open_regular
 from .structs import Event, RawTrace, Trace
 
@@ -92,12 +94,19 @@ class CorruptGzip(Exception):
 
 
 def raw_chunks(
-    path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, size: int = _CHUNK, span: tuple[int, int] | None = None
+    path: str,
+    limits: StreamLimits | int = DEFAULT_MAX_BYTES,
+    size: int = _CHUNK,
+    span: tuple[int, int] | None = None,
+    notes: list[str] | None = None,
 ):
     """The file's JSON bytes in chunks (``.gz`` inflated, concatenated members too), refused as they stream (see
     ``StreamLimits``; an int is the max_bytes limit alone). Regular files only (``files.open_regular``); a read
-    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks. ``span``: only the bytes
-    [start, stop) of a plain (not gzip'ed) file, for one piece of a split trace (``split``)."""
+    error is a TraceFormatError. Raises CorruptGzip where the compressed data breaks, TraceFormatError where a
+    member fails its CRC or length check (every byte inflated, one of them wrong). ``notes`` receives what the
+    gzip framing says without losing data: trailing garbage after the last member, a member without its trailer
+    (its CRC never checked). ``span``: only the bytes [start, stop) of a plain (not gzip'ed) file, for one piece of
+    a split trace (``split``)."""
     limits = limits if isinstance(limits, StreamLimits) else StreamLimits(max_bytes=limits)
     fh = open_regular(path)
     guards = (RunGuard(limits.blank_block, "blank"), RunGuard(limits.quote_block, "quote"))
@@ -108,6 +117,7 @@ def raw_chunks(
         start, stop = span or (0, None)
         fh.seek(start)
         total = consumed = 0
+        members, fed, member_out = 0, False, 0  # whole members inflated; the current one fed any byte, its output
         while raw := _read(fh, size if stop is None else min(size, stop - start - total), path, total):
             if inflater is None:
                 if not total and not start and raw.startswith(_BOM):  # a UTF-8 byte-order mark (an editor's save): not JSON
@@ -120,8 +130,11 @@ def raw_chunks(
                 continue
             try:
                 while raw:
+                    fed = True
                     out = inflater.decompress(raw, size)
-                    consumed += len(raw) - len(inflater.unconsumed_tail) - (len(inflater.unused_data) if inflater.eof else 0)
+                    member_out += len(out)
+                    # at a member's end zlib leaves the bytes after it in both unused_data and unconsumed_tail
+                    consumed += len(raw) - len(inflater.unused_data if inflater.eof else inflater.unconsumed_tail)
                     if not total and out.startswith(_BOM):
                         out = out[len(_BOM) :]
                     if not total and out:
@@ -131,10 +144,34 @@ def raw_chunks(
                     yield out
                     raw = inflater.unconsumed_tail
                     if inflater.eof:
-                        raw = inflater.unused_data
+                        raw, members, fed, member_out = inflater.unused_data, members + 1, False, 0
                         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             except zlib.error as exc:
+                if "incorrect data check" in str(exc) or "incorrect length check" in str(exc):  # CRC-32 / ISIZE
+                    raise TraceFormatError(
+                        f"{path}: gzip member {members + 1} fails its {'CRC' if 'data' in str(exc) else 'length'} check "
+                        "(a byte of the file changed: a bad copy or disk); re-copy or re-export the trace"
+                    ) from None
+                if members and not member_out:  # after the last whole member, bytes that are no gzip member
+                    _trailing(fh, path, consumed, notes)
+                    return
                 raise CorruptGzip(str(exc)) from None
+        if inflater is not None and fed and not inflater.eof and notes is not None:
+            notes.append(
+                f"{path}: the gzip data ends before the trailer of member {members + 1} (a copy cut short?): its "
+                "CRC could not be checked; what inflated is read"
+            )
+
+
+def _trailing(fh, path: str, consumed: int, notes: list[str] | None) -> None:
+    """Bytes after the last gzip member that are not another member: ignored, as gzip(1) ignores them, with a note."""
+    if notes is None:
+        return
+    size = os.fstat(fh.fileno()).st_size
+    fh.seek(consumed)
+    tail = fh.read(min(size - consumed, 1 << 20))
+    what = "zero bytes" if tail and not tail.strip(b"\0") else "bytes that are not gzip data"
+    notes.append(f"{path}: {size - consumed} trailing {what} after the last gzip member, ignored (a bad concatenation?)")
 
 
 # The first bytes of files that are not JSON text but are given as traces: other compressors under a .gz or .json
@@ -208,16 +245,18 @@ def _check(limits: StreamLimits, guards: tuple[RunGuard, ...], chunk: bytes, tot
         )
 
 
-def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES) -> bytearray:
+def read_bytes(path: str, limits: StreamLimits | int = DEFAULT_MAX_BYTES, notes: list[str] | None = None) -> bytearray:
     """The whole file's JSON bytes. Corrupt gzip data after a good start keeps what inflated (a truncated
-    trace is salvaged by the decoder); corrupt from the start is an error."""
+    trace is salvaged by the decoder), with a note; corrupt from the start is an error."""
     data = bytearray()
     try:
-        for chunk in raw_chunks(path, limits):
+        for chunk in raw_chunks(path, limits, notes=notes):
             data += chunk
     except CorruptGzip as exc:
         if not data:
             raise TraceFormatError(f"{path}: corrupt gzip data ({exc}); re-copy or re-export the trace") from None
+        if notes is not None:
+            notes.append(f"{path}: corrupt gzip data after {len(data)} inflated bytes ({exc}); read what inflated")
     return data
 
 
@@ -275,7 +314,19 @@ def _decode(data: bytes | bytearray, path: str, warnings: list[str]) -> Trace:
         except msgspec.DecodeError as exc:
             if "surrogate" in str(exc) and _LONE_SURROGATE.search(data):
                 raise _LoneSurrogates from None
-            return salvage_truncated(data, path, exc, warnings)
+            if is_truncation(exc):
+                return salvage_truncated(data, path, exc, warnings)
+            return _read_around(data, path, exc, warnings)
+
+
+def _read_around(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:
+    """A complete file with corrupt bytes: the events holding them dropped (counted), the rest kept (``corrupt``)."""
+    found = read_around(data, path, exc)
+    warnings.append(found.warning(path))
+    trace = _lenient(found.doc, path, warnings)
+    trace.dropped = [(ts, corr, "corrupt") for ts, corr in found.cut] + trace.dropped
+    trace.truncated = found.truncated
+    return trace
 
 
 def too_deep(path: str) -> str:
@@ -342,49 +393,32 @@ def _lenient(obj: Any, path: str, warnings: list[str]) -> Trace:
 
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise TraceFormatError(f"{path}: JSON without a 'traceEvents' list; not a Kineto/Chrome trace")
-    events, dropped = [], 0
+    events, dropped = [], []
     for raw in obj["traceEvents"]:
         try:
             events.append(msgspec.convert(raw, Event, strict=False))
         except (msgspec.ValidationError, TypeError):
-            dropped += 1
+            dropped.append(_where(raw))
     trace, notes = clean_header(obj, path)
     warnings += notes
     trace.traceEvents = events
+    trace.dropped = dropped
     if dropped:
-        warnings.append(f"{path}: dropped {dropped} of {len(obj['traceEvents'])} events with malformed fields")
+        warnings.append(
+            f"{path}: dropped {len(dropped)} of {len(obj['traceEvents'])} events with malformed fields; the steps "
+            "they lay in are marked incomplete"
+        )
     return trace
 
 
-def salvaged_prefix(data: bytes | bytearray, path: str, exc: Exception) -> tuple[bytes, Any, str]:
-    """A trace cut short (killed process, full disk): the document made of every complete event before the cut
-    (the bytes up to the last event that closes cleanly, then ``]}``), the same decoded, and the warning to give."""
-    start = data.find(b'"traceEvents"')
-    if start < 0:
-        raise TraceFormatError(f"{path}: not valid JSON ({exc}); is it a Kineto trace?") from None
-    cut = len(data)
-    for _ in range(8):  # the last few event boundaries; the first that closes cleanly wins
-        cut = data.rfind(b"}", start, cut)
-        if cut < 0:
-            break
-        candidate = bytes(data[: cut + 1]) + b"]}"
-        try:
-            obj = _UNTYPED.decode(candidate)
-        except msgspec.DecodeError:
-            continue
-        events = obj.get("traceEvents") if isinstance(obj, dict) else None
-        if not isinstance(events, list) or not events:
-            break
-        return (
-            candidate,
-            obj,
-            (
-                f"{path}: truncated at byte {len(data)}: kept {len(events)} complete events, lost "
-                f"the rest ({len(data) - cut - 1} bytes); the process was probably killed during "
-                "export"
-            ),
-        )
-    raise TraceFormatError(f"{path}: not valid JSON and no complete event could be salvaged ({exc})") from None
+def _where(raw: Any) -> tuple[Any, int, str]:
+    """(ts as written, correlation id or -1, "malformed") of an event that could not be converted: where it lay, if
+    it says."""
+    if not isinstance(raw, dict):
+        return None, -1, "malformed"
+    args = raw.get("args")
+    corr = args.get("correlation") if isinstance(args, dict) else None
+    return raw.get("ts"), corr if type(corr) is int and 0 <= corr < 2**62 else -1, "malformed"
 
 
 def salvage_truncated(data: bytes | bytearray, path: str, exc: Exception, warnings: list[str]) -> Trace:

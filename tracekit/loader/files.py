@@ -49,10 +49,61 @@ def open_regular(path: str, error: type[TracekitError] = TraceFormatError, what:
             raise error(f"{path}: is {_kind(st.st_mode)}, not a regular file; tracekit reads {what}s from regular files only")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return _Checked(os.fdopen(fd, "rb"), path, error, what)  # type: ignore[return-value]
     except BaseException:
         os.close(fd)
         raise
+
+
+class _Checked:
+    """A file open for reading whose read errors are one line naming the file and the offset (an EIO from a failing
+    disk, a FUSE or network file system, ``/proc/self/mem``): every reader of ``open_regular`` (the stream, the
+    split plan, the pass-through, the rule files) raises it, never a bare OSError, which the command line would take
+    for a failure to write the standard output (exit 2)."""
+
+    __slots__ = ("_fh", "_path", "_error", "_what")
+
+    def __init__(self, fh: BinaryIO, path: str, error: type[TracekitError], what: str):
+        self._fh, self._path, self._error, self._what = fh, path, error, what
+
+    def _fail(self, exc: OSError, at: int):
+        return self._error(
+            f"{self._path}: read error after {at} bytes ({exc.strerror or exc}); check the disk or re-copy the {self._what}"
+        )
+
+    def read(self, size: int = -1) -> bytes:
+        at = self._position()
+        try:
+            return self._fh.read(size)
+        except OSError as exc:
+            raise self._fail(exc, at) from None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        try:
+            return self._fh.seek(offset, whence)
+        except OSError as exc:
+            raise self._fail(exc, self._position()) from None
+
+    def _position(self) -> int:
+        try:
+            return self._fh.tell()
+        except (OSError, ValueError):
+            return 0
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._fh.close()
 
 
 def read_limited(path: str, limit: int, error: type[TracekitError], what: str) -> bytes:

@@ -15,6 +15,16 @@ from ..formats import core
 from ..formats.core import short_repr as _short
 from .structs import DistInfo, PgConfig, Trace
 
+# The version metadata Kineto writes into the header (libkineto's VersionLogger: CUPTI's on CUDA builds,
+# roctracer's and HIP's on ROCm builds): the first evidence of the platform that recorded the trace.
+VERSION_FIELDS = (
+    "roctracer_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "cupti_version",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+)
 HEADER_FIELDS = (
     "distributedInfo",
     "deviceProperties",
@@ -23,6 +33,7 @@ HEADER_FIELDS = (
     "host_name",
     "schemaVersion",
     "computeProperties",
+    *VERSION_FIELDS,
 )
 _SCALARS = (str, int, float, bool)
 _MAX_RANK = 2**31 - 1
@@ -70,6 +81,16 @@ def clean_header(values: Mapping[str, Any], path: str) -> tuple[Trace, list[str]
             bad(name, v, "is not a string or a number")
             v = None
         setattr(trace, name, v)
+    versions = {}
+    for name in VERSION_FIELDS:
+        v = values.get(name)
+        if v is None:
+            continue
+        if isinstance(v, _SCALARS) and not isinstance(v, bool) and len(str(v)) <= 64:
+            versions[name] = str(v)
+        else:
+            bad(name, v, "is not a version (a string or a number)")
+    trace.versions = versions or None
     return trace, warnings
 
 

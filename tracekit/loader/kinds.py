@@ -86,7 +86,54 @@ DEVICE_NAME_KINDS: tuple[tuple[str, re.Pattern, K], ...] = (
     ("mtia_ccp_events", re.compile(r"^dma"), K.MEMCPY),
     ("mtia_ccp_events", re.compile(r"^event_(record|wait)"), K.SYNC),
 )
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_RE = re.compile(r"^ProfilerStep#([0-9]+)$")  # ASCII digits: "٥٥١" is not a step number PyTorch writes
+_INVISIBLE = re.compile(r"[\s\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
+_STEP_LIKE = re.compile(r"profiler\W*step", re.IGNORECASE)
+
+
+def normalise_step_names(names: list[str]) -> tuple[list[str], list[str]]:
+    """The unique names with each one that is ``ProfilerStep#N`` once invisible characters are taken out (NFKC, then
+    every space and format character removed: ``ProfilerStep#\u200b551``, a ZWJ, an NBSP, fullwidth digits) written
+    as that; and what to say: how many were normalised, and the names that look like ``ProfilerStep#N`` but are not
+    (``ProfilerStep#55l``), which are not read as steps. Before, such a step was ignored without a word and the
+    whole trace became one window."""
+    import unicodedata
+
+    fixed: list[tuple[str, str]] = []
+    lookalike: list[str] = []
+    out = list(names)
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or STEP_RE.match(name):
+            continue
+        head = name if len(name) <= 256 else name[:256]  # a step name is short: only a long one's start can look like one
+        if head.isascii():  # the common case, and cheap: an ASCII name can only hide a step behind spaces
+            low = head.lower()
+            if "step" not in low and "profiler" not in low:
+                continue
+            clean = _INVISIBLE.sub("", head)
+        else:
+            clean = _INVISIBLE.sub("", unicodedata.normalize("NFKC", head))
+        if "step" not in clean.lower():
+            continue
+        if head is name and STEP_RE.match(clean):
+            fixed.append((name, clean))
+            out[i] = clean
+        elif _STEP_LIKE.search(clean):
+            lookalike.append(name)
+    notes = []
+    if fixed:
+        shown = ", ".join(f"{a!r} -> {b!r}" for a, b in fixed[:3])
+        notes.append(
+            f"{len(fixed)} step names held invisible or look-alike characters ({shown}{' ...' if len(fixed) > 3 else ''}); "
+            "read as the ProfilerStep#N they spell"
+        )
+    if lookalike:
+        shown = ", ".join(repr(n[:60]) for n in lookalike[:3])
+        notes.append(
+            f"{len(lookalike)} names look like a ProfilerStep#N but are not one ({shown}{' ...' if len(lookalike) > 3 else ''}); "
+            "they are not read as steps"
+        )
+    return out, notes
 
 
 _THREAD_RE = re.compile(r"^(?:stream )?(\d{1,18})$")

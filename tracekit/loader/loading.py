@@ -48,7 +48,7 @@ from .stream import EventStream, NotStreamable
 class LoadOptions:
     rules: RuleSet = field(default_factory=RuleSet)
     cache: bool = True
-    cache_dir: str | None = None  # default: .tracekit_cache beside the trace (or ~/.cache/tracekit)
+    cache_dir: str | None = None  # default: formats.cache_location ($TRACEKIT_CACHE_DIR, else ~/.cache/tracekit)
     max_bytes: int = DEFAULT_MAX_BYTES
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES
     max_gzip_ratio: float = DEFAULT_MAX_RATIO
@@ -111,7 +111,7 @@ def _load_streaming(path: str, options: LoadOptions) -> tuple[EventTable, RankIn
     header = stream.header if stream.header is not None else Trace()
     check_header(header, path)
     with gc_paused():
-        return builder.finish(header, path, list(stream.warnings))
+        return builder.finish(header, path, [*stream.notes, *stream.warnings])
 
 
 def _load_split(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
@@ -127,8 +127,10 @@ def _load_split(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
 
 def _load_whole(path: str, options: LoadOptions) -> tuple[EventTable, RankInfo]:
     """The whole file at once: lenient decoding, salvage of truncated traces, exact ns timestamps."""
-    data = read_bytes(path, _limits(options))
+    notes: list[str] = []
+    data = read_bytes(path, _limits(options), notes)
     trace, warnings = decode(data, path)
+    warnings = notes + warnings
     check_header(trace, path)
     exact = exact_times_ns(data) if needs_exact_times(trace) else None
     del data

@@ -8,6 +8,12 @@ backtracking engine, like the standard library's, but one that takes a timeout):
 engine runs it. Without ``regex`` installed, the standard library runs it unprotected, and the warning says so.
 Patterns are limited in size, and RE2's compiled program in memory, so a 50 MB pattern is refused instead of
 taking gigabytes.
+
+A rule table (the shipped communication and kernel-class rules, with the user's before them) runs as one
+``FirstMatch``: every pattern RE2 accepts in one ``RE2::Set``, a single pass over the name, the first matching
+rule winning; a name longer than ``MAX_MATCH_CHARS`` is matched on its first ``MAX_MATCH_CHARS`` characters
+(what tells kernels apart is their leading function name and template arguments; a 1 MiB name is noise or an
+attack), so one name costs a bounded time whatever its length.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ..errors import ConfigError
 MAX_PATTERN_BYTES = 64 * 1024  # a kernel-name pattern is a few dozen bytes
 RE2_MAX_MEM = 64 * 1024**2  # RE2's budget for one compiled pattern
 MATCH_TIMEOUT_S = 0.5  # one search of one kernel name by a backtracking pattern; a real one takes microseconds
+MAX_MATCH_CHARS = 16 * 1024  # rule tables read this much of a name; real demangled kernel names are shorter
 
 
 class Matcher(Protocol):
@@ -98,6 +105,70 @@ def compile_pattern(pattern: str) -> tuple[Matcher, str]:
         except rx.error:
             pass  # a pattern only the standard library reads: checked by check_pattern, run unprotected
     return re.compile(pattern), "re"
+
+
+class FirstMatch:
+    """The index of the first of ``patterns`` found in a name (-1 for none), on the first ``MAX_MATCH_CHARS``
+    characters. The patterns RE2 runs go into one RE2 set (one pass for all of them); any other (a user's
+    backreference) is searched on its own engine, only when it could still come first."""
+
+    __slots__ = ("_set", "_set_index", "_others")
+
+    def __init__(self, patterns: tuple[str, ...]):
+        re2 = _re2()
+        self._set: Any = None
+        self._set_index: list[int] = []
+        self._others: list[tuple[int, Matcher]] = []
+        if re2 is not None:
+            options = re2.Options()
+            options.log_errors = False
+            options.max_mem = RE2_MAX_MEM
+            self._set = re2.Set.SearchSet(options)
+        compiled = [compile_pattern(p) for p in patterns]
+        for i, (p, (matcher, engine)) in enumerate(zip(patterns, compiled)):
+            if engine == "re2" and self._set is not None and _added(self._set, p):
+                self._set_index.append(i)
+            else:
+                self._others.append((i, matcher))
+        if self._set is not None and not (self._set_index and _compiled(self._set)):
+            self._set, self._set_index = None, []  # each pattern on its own, as before the set existed
+            self._others = list(enumerate(m for m, _ in compiled))
+
+    def __call__(self, name: str) -> int:
+        text = name[:MAX_MATCH_CHARS]
+        best = -1
+        if self._set is not None:
+            hits = _set_match(self._set, text)
+            best = min((self._set_index[h] for h in hits), default=-1)
+        for i, matcher in self._others:
+            if best != -1 and i > best:
+                break
+            if matcher.search(text):
+                return i
+        return best
+
+
+def _added(rset: Any, pattern: str) -> bool:
+    try:
+        rset.Add(pattern)
+        return True
+    except Exception:  # re2.error: the set refuses what re2.compile took (should not happen; then on its own)
+        return False
+
+
+def _compiled(rset: Any) -> bool:
+    try:
+        rset.Compile()
+        return True
+    except Exception:  # re2.error: the set's program is over RE2_MAX_MEM
+        return False
+
+
+def _set_match(rset: Any, text: str) -> list[int]:
+    try:
+        return rset.Match(text) or []
+    except UnicodeEncodeError:  # a lone surrogate: what UTF-8 cannot carry becomes U+FFFD
+        return rset.Match(text.encode("utf-8", "replace").decode("utf-8")) or []
 
 
 def check_pattern(pattern: Any, where: str) -> str | None:

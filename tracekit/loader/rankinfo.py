@@ -62,7 +62,7 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
                 pg.backend_config or "",
             )
         )
-    device_type, cats = _device_type(trace, table)
+    device_type, cats, evidence = _device_type(trace, table)
     if len(table) and not cats & KNOWN_CATS:  # a Kineto trace that recorded nothing still has its "Trace" span
         raise TraceFormatError(_not_kineto(path, table))
     gpus = len(trace.deviceProperties or [])
@@ -98,6 +98,7 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
         "timestamps": "int" if ints and all(isinstance(t, int) for t in ints) else "float",
         "base_time": "present" if trace.baseTimeNanoseconds else "absent",
         "platform": device_type,
+        "platform_evidence": evidence,
         "categories": generation_of(cats),
         "rank": "present" if has_rank else "absent",
     }
@@ -118,28 +119,77 @@ def rank_info(trace: Trace, path: str, table: EventTable, facts: Facts, warnings
     )
 
 
-def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str]]:
-    """("cuda" | "rocm" | "mtia" | "xpu" | "privateuse1" | "musa" | "mlu" | "cpu", the categories present), from
-    the device events themselves and the categories of their launches (an XPU trace's kernels sit in "kernel",
-    as CUDA's do; its launches are "xpu_runtime"); deviceProperties only tells ROCm from CUDA."""
+def _device_type(trace: Trace, table: EventTable) -> tuple[str, set[str], str]:
+    """("cuda" | "rocm" | "mtia" | "xpu" | "privateuse1" | "musa" | "mlu" | "cpu", the categories present, the
+    evidence that decided, in words), from the strongest evidence there is: no device activity (cpu); the
+    categories of the device events and their launches (MTIA's ``mtia_ccp_events``, XPU's ``xpu_runtime``);
+    the library versions Kineto wrote in the header (``roctracer_version``/``hip_*`` vs ``cupti_version``/
+    ``cuda_*``); the runtime calls (``hipLaunchKernel`` vs ``cudaLaunchKernel``: ROCm traces file them under
+    ``cuda_runtime`` too); the device properties (a ``gfx`` architecture, an AMD or NVIDIA name); the kernel
+    names (``hip``, ``rccl``); else CUDA, said so."""
     cats = {table.strings[c] for c in np.unique(table["cat_id"]).tolist() if 0 <= c < len(table.strings)}
     dev_mask = table.mask_kind(K.KERNEL, K.COMM, K.MEMCPY, K.MEMSET) & (table["device"] >= 0)
     if not dev_mask.any():
-        return "cpu", cats
-    platforms = sorted(
-        {
-            PLATFORM_OF_GENERATION[BY_CAT[c].generation]
-            for c in cats
-            if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION
-        }
-    )
-    if platforms:
-        return "+".join(platforms), cats
+        return "cpu", cats, "no device activity (kernels, copies, sets) in the trace"
+    by_cat = sorted({c for c in cats if c in BY_CAT and BY_CAT[c].generation in PLATFORM_OF_GENERATION})
+    if by_cat:
+        platforms = sorted({PLATFORM_OF_GENERATION[BY_CAT[c].generation] for c in by_cat})
+        return "+".join(platforms), cats, f"event categories {', '.join(by_cat[:4])}"
+    for found in (_from_versions(trace), _from_runtime(table), _from_properties(trace), _from_kernels(table)):
+        if found is not None:
+            return found[0], cats, found[1]
+    return "cuda", cats, "no platform evidence (no version metadata, runtime call or device property says): CUDA assumed"
+
+
+_ROCM_VERSIONS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
+_CUDA_VERSIONS = ("cupti_version", "cuda_runtime_version", "cuda_driver_version")
+
+
+def _from_versions(trace: Trace) -> tuple[str, str] | None:
+    v = trace.versions or {}
+    for platform, keys in (("rocm", _ROCM_VERSIONS), ("cuda", _CUDA_VERSIONS)):
+        key = next((k for k in keys if k in v), None)
+        if key is not None:
+            return platform, f"header {key} {v[key]}"
+    return None
+
+
+def _from_runtime(table: EventTable) -> tuple[str, str] | None:
+    """hip* against cuda*/cu* runtime and driver calls, by count; the most frequent call names the evidence."""
+    rt = table["name_id"][table.mask_kind(K.RUNTIME)]
+    if not len(rt):
+        return None
+    ids, counts = np.unique(rt, return_counts=True)
+    total = {"rocm": 0, "cuda": 0}
+    top: dict[str, tuple[int, str]] = {}
+    for i, n in zip(ids.tolist(), counts.tolist()):
+        name = table.strings[i] if 0 <= i < len(table.strings) else ""
+        platform = "rocm" if name.startswith("hip") else "cuda" if name.startswith("cu") else None
+        if platform is not None:
+            total[platform] += n
+            top[platform] = max(top.get(platform, (0, "")), (n, name))
+    if not top:
+        return None
+    platform = max(top, key=lambda p: total[p])
+    family = "hip*" if platform == "rocm" else "cuda*/cu*"
+    return platform, f"runtime calls ({total[platform]} {family} calls, most often {top[platform][1]})"
+
+
+def _from_properties(trace: Trace) -> tuple[str, str] | None:
+    for p in trace.deviceProperties or []:
+        arch = " ".join(str(p.get(k, "")) for k in ("gcnArchName", "computeMajor", "arch"))
+        name = str(p.get("name", ""))
+        if "gfx" in arch or any(w in name for w in ("AMD", "Radeon", "Instinct")):
+            return "rocm", f"deviceProperties {'gcnArchName ' + arch.strip() if 'gfx' in arch else 'name ' + repr(name)}"
+        if "NVIDIA" in name or "Tesla" in name or "GeForce" in name:
+            return "cuda", f"deviceProperties name {name!r}"
+    return None
+
+
+def _from_kernels(table: EventTable) -> tuple[str, str] | None:
     names = table.decode("name_id")[table.mask_kind(K.KERNEL, K.COMM)]
-    rocm = any(isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower()) for n in names[:2000]) or any(
-        "gfx" in str(p.get("computeMajor", "")) or "AMD" in str(p.get("name", "")) for p in trace.deviceProperties or []
-    )
-    return ("rocm" if rocm else "cuda"), cats
+    hit = next((n for n in names[:2000] if isinstance(n, str) and ("hip" in n.lower() or "rccl" in n.lower())), None)
+    return ("rocm", f"kernel name {hit[:60]!r}") if hit else None
 
 
 def _not_kineto(path: str, table: EventTable) -> str:

@@ -70,6 +70,7 @@ class EventStream:
         self.header: Trace | None = None
         self.tail: RawTrace | None = None
         self.warnings: list[str] = []
+        self.notes: list[str] = []  # what the gzip framing said (trailing garbage, a missing trailer): raw_chunks
         self.span = span
 
     def __iter__(self) -> Iterator[list[Event]]:
@@ -136,7 +137,7 @@ class EventStream:
 
     def _chunks(self) -> Generator[bytes, None, None]:
         try:
-            yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16))
+            yield from raw_chunks(self.path, self.limits, max(self.piece, 1 << 16), notes=self.notes)
         except CorruptGzip:
             raise NotStreamable("corrupt gzip: the whole-file path keeps what inflated") from None
 

@@ -86,8 +86,12 @@ class Trace(msgspec.Struct):
     trace_id: Any = None
     host_name: Any = None
     schemaVersion: Any = None
+    versions: dict | None = None  # the profiler's library versions (header.VERSION_FIELDS): which platform recorded
     # set by salvage_truncated, never read from a file (no trace has this key)
     truncated: bool = msgspec.field(default=False, name="~tracekit salvaged a truncated file~")
+    # set by the lenient decode: (ts as written, correlation or -1, reason) of each event it could not convert or
+    # cut out around a corrupt byte
+    dropped: list = msgspec.field(default_factory=list, name="~tracekit dropped malformed events~")
 
 
 class RawTrace(msgspec.Struct):
@@ -102,3 +106,9 @@ class RawTrace(msgspec.Struct):
     trace_id: Any = None
     host_name: Any = None
     schemaVersion: Any = None
+    roctracer_version: Any = None  # Kineto's version metadata (libkineto VersionLogger.cpp): ROCm
+    hip_runtime_version: Any = None
+    hip_driver_version: Any = None
+    cupti_version: Any = None  # ... and CUDA
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None

@@ -134,6 +134,30 @@ class EventTable:
                     raise KeyError(f"unknown EventTable field {key!r}")
         return cls(cols, tuple(strings))
 
+    # -- notebooks ------------------------------------------------------------------------------
+    def _kind_counts(self) -> list[tuple[str, int]]:
+        counts = np.bincount(self.columns["kind"].astype(np.int64) & 0xFF, minlength=len(EventKind))
+        return [
+            (EventKind(k).name, int(counts[k])) for k in np.argsort(-counts, kind="stable") if k < len(EventKind) and counts[k]
+        ]
+
+    def _steps(self) -> int:
+        return int(np.count_nonzero(self.mask_kind(EventKind.STEP)))
+
+    def __repr__(self) -> str:
+        """``EventTable(24,369 events, 3 steps, 1,234 strings; KERNEL 2,700, CPU_OP 14,298, ...)``: counts only."""
+        from .display import grouped
+
+        kinds = ", ".join(f"{k} {grouped(n)}" for k, n in self._kind_counts()[:6])
+        return f"EventTable({grouped(len(self))} events, {self._steps()} steps, {grouped(len(self.strings))} strings; {kinds})"
+
+    def _repr_html_(self) -> str:
+        from .display import grouped, html_table
+
+        rows = [(k, grouped(n)) for k, n in self._kind_counts()]
+        caption = f"EventTable: {grouped(len(self))} events, {self._steps()} steps (to_pandas() for the rows)"
+        return html_table(caption, ("kind", "events"), rows)
+
     # -- access ---------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.columns["ts_ns"])

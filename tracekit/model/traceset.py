@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from .dropped import DroppedEvents
 from .events import EventTable
 from .layout import ParallelLayout
 
@@ -71,6 +72,7 @@ class RankInfo:
     truncated: bool = False  # the file was cut short and salvaged: events past the cut are lost
     last_complete_ns: int = -1  # when truncated: the time of the last event kept (the loader's time base)
     activities_whole: bool = False  # when truncated: the cut fell in the metadata written after every activity
+    dropped: DroppedEvents = field(default_factory=DroppedEvents)  # the events the loader dropped, and where they lay
     # a process group's member ranks as the events' ``pg_ranks`` text names them ("[0, 1]", "0,1") -> the ranks;
     # filled once by the loader (not part of the cache: derived from the table on every load)
     group_ranks: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
@@ -98,6 +100,7 @@ class RankInfo:
             "truncated": self.truncated,
             "last_complete_ns": self.last_complete_ns,
             "activities_whole": self.activities_whole,
+            "dropped": self.dropped.to_dict(),
         }
 
     @classmethod
@@ -119,6 +122,7 @@ class RankInfo:
             truncated=bool(d.get("truncated", False)),
             last_complete_ns=int(d.get("last_complete_ns", -1)),
             activities_whole=bool(d.get("activities_whole", False)),
+            dropped=DroppedEvents.from_dict(d.get("dropped")),
         )
 
 
@@ -136,6 +140,12 @@ class RunMetadata:
     def __post_init__(self) -> None:
         if not isinstance(self.layout, ParallelLayout):  # a plain mapping such as {"tp": 2, "dp": 2}
             object.__setattr__(self, "layout", ParallelLayout.from_dict(self.layout, where="RunMetadata.layout"))
+
+    def __repr__(self) -> str:
+        """The run in one line: world size, backend, layout; the manifest stays out (``.manifest`` has it)."""
+        lay = ", ".join(f"{k}={v}" for k, v in self.layout.to_dict().items()) or "unknown"
+        groups = len(self.group_dimensions)
+        return f"RunMetadata(world_size={self.world_size}, backend={self.backend!r}, layout: {lay}, {groups} groups)"
 
     def to_dict(self) -> dict:
         return {
@@ -159,6 +169,44 @@ class TraceSet:
     @property
     def ranks(self) -> list[int]:
         return sorted(self.tables)
+
+    # -- notebooks: counts, never the columns -------------------------------------------------------------------
+    def _loaded(self) -> str:
+        from .display import ids
+
+        world = self.metadata.world_size
+        n = len(self.tables)
+        who = f"rank{'s' if n != 1 else ''} {ids(self.ranks)}"
+        return f"{n} {who}" + (f" of {world}" if world and world != n else "")
+
+    def __repr__(self) -> str:
+        """``TraceSet(8 ranks 0–7, 1,234,567 events, 3 steps, gloo/cpu, layout tp=2, cp=2)``."""
+        from .display import grouped
+
+        events = sum(len(t) for t in self.tables.values())
+        steps = sorted({t._steps() for t in self.tables.values()})
+        step_text = ("–".join(map(str, dict.fromkeys([steps[0], steps[-1]]))) if steps else "0") + " steps"
+        infos = list(self.ranks_info.values())
+        devices = "/".join(sorted({i.device_type for i in infos})) or "?"
+        lay = ", ".join(f"{k}={v}" for k, v in self.metadata.layout.to_dict().items() if k != "world_size")
+        truncated = sum(1 for i in infos if i.truncated)
+        cut = f", {truncated} truncated" if truncated else ""
+        return (
+            f"TraceSet({self._loaded()}, {grouped(events)} events, {step_text}, {self.metadata.backend or '?'}/{devices}"
+            f"{', layout ' + lay if lay else ''}{cut})"
+        )
+
+    def _repr_html_(self) -> str:
+        import os
+
+        from .display import grouped, html_table
+
+        rows = []
+        for r in self.ranks:
+            t, i = self.tables[r], self.ranks_info[r]
+            rows.append((r, grouped(len(t)), t._steps(), i.device_type, "yes" if i.truncated else "", os.path.basename(i.source)))
+        headers = ("rank", "events", "steps", "device", "truncated", "source")
+        return html_table(f"TraceSet: {self._loaded()} (.table(rank).to_pandas() for the events)", headers, rows)
 
     def __iter__(self) -> Iterator[tuple[int, EventTable]]:
         for r in self.ranks:

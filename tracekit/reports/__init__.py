@@ -14,6 +14,9 @@ from pathlib import Path
 from ..errors import ConfigError
 from .base import Rendered, Reporter, StreamReporter
 from .diff_text import DiffText
+from .flight_hang import HangMarkdown, HangTable
+from .flight_timing import FlightTimingMarkdown, FlightTimingTable
+from .gate_error import GateError, GateErrorJUnit, GateErrorMarkdown
 from .gate_text import CheckText
 from .html import HtmlReporter
 from .inventory import InventoryTable
@@ -36,11 +39,17 @@ REPORTERS: tuple[Reporter, ...] = (
     CheckText(),  # gate.GateReport          -> text     `check`
     JUnitReporter(),  # gate.GateReport          -> junit    `check --junit FILE`
     MarkdownReporter(),  # gate.GateReport          -> markdown `check --markdown FILE`
+    GateErrorJUnit(),  # reports.GateError        -> junit    `check --junit FILE` when it could not gate
+    GateErrorMarkdown(),  # reports.GateError        -> markdown `check --markdown FILE` when it could not gate
     SummaryMarkdown(),  # tracekit.summary/1 dict  -> markdown `analyze --format markdown`
     DiffText(),  # gate.DiffResult          -> text     `diff`
     WorkloadText(),  # reports.workload.WorkloadDigest -> text `run`
     PerfettoReporter(),  # reports.perfetto.TraceAnnotation -> perfetto `annotate`
     MergedPerfettoReporter(),  # reports.perfetto_merge.MergedTrace -> perfetto-merged `annotate DIR`
+    HangTable(),  # analyzers.flight.hang.HangReport -> table  `hang`
+    HangMarkdown(),  # analyzers.flight.hang.HangReport -> markdown `hang --format markdown`
+    FlightTimingTable(),  # analyzers.flight.timing_results.FlightTiming -> table  `analyze DIR` of dumps
+    FlightTimingMarkdown(),  # analyzers.flight.timing_results.FlightTiming -> markdown
 )
 
 
@@ -56,4 +65,4 @@ def get_reporter(format: str | None = None, out: Path | str | None = None, docum
     raise ConfigError(f"no reporter for format={format!r} out={str(out)!r}; known: {known}")
 
 
-__all__ = ["REPORTERS", "Rendered", "Reporter", "StreamReporter", "get_reporter"]
+__all__ = ["REPORTERS", "GateError", "Rendered", "Reporter", "StreamReporter", "get_reporter"]

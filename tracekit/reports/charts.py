@@ -18,6 +18,18 @@ def _f(v) -> float:
     return float(v or 0.0)
 
 
+def axis(values_us) -> dict:
+    """The unit a chart's duration axis reads in, chosen by its largest value (``{"unit": "ms", "scale": 1000.0}``:
+    the script divides the µs values by ``scale``), as a table column would (formats.units.duration_scale)."""
+    unit, scale = units.duration_scale(max((abs(float(v)) for v in values_us if v is not None), default=0.0))
+    return {"unit": unit, "scale": scale}
+
+
+def _size(nbytes) -> str:
+    """A collective's size in words: a size the trace did not record (0 or None) is said so, never ``0 B``."""
+    return units.size(nbytes) if nbytes else "size not recorded"
+
+
 def by_dimension(summary: Mapping) -> dict:
     rows = summary.get("by_dimension") or []
     labels = [f"{r.get('dimension') or 'unknown'} · {r.get('op', '')}" for r in rows]
@@ -26,6 +38,7 @@ def by_dimension(summary: Mapping) -> dict:
         "hidden_us": [_f(r.get("hidden_comm_us")) for r in rows],
         "exposed_us": [_f(r.get("exposed_comm_us")) for r in rows],
     }
+    data["axis"] = axis(data["hidden_us"] + data["exposed_us"])
     if not rows:
         return {**data, "reading": "No communication was found."}
     worst = max(range(len(rows)), key=lambda i: (data["exposed_us"][i], -i))
@@ -47,6 +60,7 @@ def heatmap(summary: Mapping) -> dict:
         for s in r.get("steps", []):
             z[i][col[s["step"]]] = _f(s.get("exposed_comm_us"))
     data: dict[str, Any] = {"ranks": [r["rank"] for r in ranks], "steps": steps, "z": z}
+    data["axis"] = axis([v for row in z for v in row])
     cells = [(v, i, j) for i, row in enumerate(z) for j, v in enumerate(row) if v is not None]
     if not cells:
         return {**data, "reading": "No steps were found."}
@@ -64,7 +78,8 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
     idx = top_exposed(summary, n)
     rows = [cols[i] for i in idx]
     labels = [
-        f"#{k + 1} r{c.get('rank')} s{c.get('step')} {c.get('dimension') or '?'} {c.get('op', '')}" for k, c in enumerate(rows)
+        f"#{k + 1} r{c.get('rank')} {_step(c.get('step'), short=True)} {c.get('dimension') or '?'} {c.get('op', '')}"
+        for k, c in enumerate(rows)
     ]
     data: dict[str, Any] = {
         "labels": labels,
@@ -74,6 +89,7 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
         "wait_us": [c.get("wait_us") for c in rows],
         "transfer_us": [c.get("transfer_us") for c in rows],
     }
+    data["axis"] = axis([_f(c.get("dur_us")) for c in rows])
     if not rows:
         return {**data, "reading": "No collectives were found."}
     c = rows[0]
@@ -85,10 +101,17 @@ def top_collectives(summary: Mapping, n: int = 20) -> dict:
     )
     data["reading"] = (
         f"The most exposed collective is {c.get('op', '')} on {c.get('dimension') or 'an unknown dimension'} "
-        f"(rank {c.get('rank')}, step {c.get('step')}, {units.size(c.get('bytes'))}): "
+        f"(rank {c.get('rank')}, {_step(c.get('step'))}, {_size(c.get('bytes'))}): "
         f"{units.duration(c.get('exposed_us'))} exposed{split}."
     )
     return data
+
+
+def _step(step, short: bool = False) -> str:
+    """``step 3`` (``s3``); a collective outside every step (-1) reads "outside steps"."""
+    if isinstance(step, int) and step < 0:
+        return "outside steps"
+    return f"s{step}" if short else f"step {step}"
 
 
 def stragglers(summary: Mapping) -> dict:
@@ -102,6 +125,8 @@ def stragglers(summary: Mapping) -> dict:
         "spread_us": [_f(o.get("spread_us")) for o in offs],
         "offset_reading": "",
     }
+    data["axis"] = axis(data["caused_wait_us"])
+    data["offset_axis"] = axis([abs(_f(o.get("offset_us"))) + _f(o.get("spread_us")) for o in offs])
     if rows:
         w = max(rows, key=lambda r: _f(r.get("total_caused_wait_us")))
         data["reading"] = (
@@ -110,8 +135,9 @@ def stragglers(summary: Mapping) -> dict:
         )
     else:
         data["reading"] = "No cross-rank matching: load more than one rank to see stragglers."
-    if offs:
-        o = max(offs, key=lambda o: abs(_f(o.get("offset_us"))))
+    applied = [o for o in offs if o.get("applied", True) and o.get("method") != "reference"]
+    if applied:  # offsets inside their error bound are not corrections: the page's clock note says so, once
+        o = max(applied, key=lambda o: abs(_f(o.get("offset_us"))))
         data["offset_reading"] = (
             f"The largest estimated clock offset is rank {o['rank']}: {units.duration(o.get('offset_us'))} "
             f"± {units.duration(o.get('spread_us'))} from {o.get('matched')} matched collectives."
@@ -128,6 +154,9 @@ def memory(summary: Mapping) -> dict | None:
         "measured_bytes": [x.get("measured_bytes") for x in layers],
         "model_bytes": [x.get("model_bytes") for x in layers],
     }
+    top = max((float(v) for v in data["measured_bytes"] + data["model_bytes"] if v is not None), default=0.0)
+    unit, scale = units.bytes_scale(top)
+    data["axis"] = {"unit": unit, "scale": scale}
     pairs = [(x, _f(x.get("measured_bytes")) / _f(x.get("model_bytes"))) for x in layers if x.get("model_bytes")]
     if pairs:
         x, r = max(pairs, key=lambda p: abs(p[1] - 1.0))

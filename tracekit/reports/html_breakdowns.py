@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from ..formats import units
+from .html_tables import heads, in_column_units
 from .view import Figure
 
 MAX_RANKS = 4  # ranks shown; the JSON summary has them all
@@ -105,7 +106,8 @@ def _kernels(i: int, r: Mapping, cut: bool = False) -> dict:
         }
         for j, x in enumerate(rows[:TOP_KERNELS])
     ]
-    return {"rows": shown, "total": len(rows), "names": len(kb or []), "cut": cut}
+    head = heads(("short name", "class", "count", "total", "share of busy"), in_column_units(shown, 5))
+    return {"rows": shown, "heads": head, "total": len(rows), "names": len(kb or []), "cut": cut}
 
 
 def _busy(i: int, r: Mapping) -> dict:
@@ -123,7 +125,8 @@ def _busy(i: int, r: Mapping) -> dict:
         }
         for j, p in enumerate(bp["parts"])
     ]
-    return {"rows": rows, "busy": fig(f"ranks.{i}.busy_partition.busy_us", bp.get("busy_us"))}
+    head = heads(("part", "time", "share"), in_column_units(rows, 3))
+    return {"rows": rows, "heads": head, "busy": fig(f"ranks.{i}.busy_partition.busy_us", bp.get("busy_us"))}
 
 
 def _idle(i: int, r: Mapping) -> dict:
@@ -142,7 +145,10 @@ def _idle(i: int, r: Mapping) -> dict:
         }
         for j in shown
     ]
+    unit = in_column_units([{"cells": whole}, *steps], len(IDLE_FIELDS))
+    head = ["step", *heads(("wall", "idle", "host wait", "dependency wait", "other", "host-wait share"), unit), "host-bound"]
     return {
+        "heads": head,
         "whole": whole,
         "host_bound": bool(ib.get("host_bound")),
         "steps": steps,
@@ -202,9 +208,11 @@ def _launches(i: int, r: Mapping) -> dict:
         }
         for j, o in enumerate(_rows(ls.get("outliers"))[:TOP_OUTLIERS])
     ]
+    head = heads(("kernel", "stream", "step", "launch delay", "runtime call", "kernel"), in_column_units(outliers, 6))
     return {
         "figures": figures,
         "outliers": outliers,
+        "outlier_heads": head,
         "by_short_name": [
             {"short_name": str(x.get("short_name", "")), "count": str(x.get("count", ""))}  # the template's two fields
             for x in _rows(lb.get("by_short_name"))[:5]
@@ -257,10 +265,20 @@ def _memory(i: int, r: Mapping, activation: Mapping) -> dict:
         }
         for j, a in enumerate(mt.get("top_allocators") or [])
     ]
+    unit = in_column_units(devices, 5)
+    device_heads = [
+        "device",
+        *heads(("peak allocated", "reserved at peak", "peak step", "before the trace", "totals ≠ Σ bytes"), unit),
+    ]
+    step_heads = heads(("step", "device", "peak allocated", "max reserved"), in_column_units(steps, 4))
+    alloc_heads = heads(("device", "op", "top-level op", "live at peak", "allocations", "share"), in_column_units(allocs, 6))
     return {
         "devices": devices,
+        "device_heads": device_heads,
         "steps": steps,
+        "step_heads": step_heads,
         "allocators": allocs,
+        "allocator_heads": alloc_heads,
         "notes": list(mt.get("notes") or []) + ([step_note] if step_note else []),
         "activation": _activation_beside(i, r, mt, activation),
     }
@@ -344,10 +362,19 @@ def context(summary: Mapping) -> dict:
         else None
     )
     return {
-        "breakdowns": {"ranks": blocks, "note": note, "top_kernels": TOP_KERNELS},
+        "breakdowns": {"ranks": blocks, "note": note, "top_kernels": TOP_KERNELS, "common": _common_reasons(blocks)},
         "breakdowns_data": {"memory": memory_chart(summary, shown)},
         "breakdowns_js": _script(),
     }
+
+
+def _common_reasons(blocks: list[dict]) -> list[str]:
+    """When no shown rank has a breakdown to show and they all say the same why (a CPU-only run without [memory]
+    events, a summary written without breakdowns): those reasons, said once for the section instead of per rank."""
+    whys = [(b["device_reason"], b["memory"].get("reason")) for b in blocks]
+    if not whys or any(d is None or m is None for d, m in whys) or len(set(whys)) != 1:
+        return []
+    return list(dict.fromkeys(whys[0]))
 
 
 @lru_cache(maxsize=1)

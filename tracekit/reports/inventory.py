@@ -57,7 +57,10 @@ class InventoryTable(StreamReporter):
 
 
 def _rank_lines(r: dict[str, Any]) -> list[str]:
-    lines = ["format: " + ", ".join(f"{a}={b}" for a, b in r["generation"].items())]
+    gen = dict(r["generation"])
+    evidence = gen.pop("platform_evidence", "")
+    lines = [f"device: {r['device_type']}" + (f" (from {evidence})" if evidence else "")]
+    lines.append("format: " + ", ".join(f"{a}={b}" for a, b in gen.items()))
     if r["collectives"]:
         lines.append("collectives (op@group): " + ", ".join(f"{c} ×{n}" for c, n in sorted(r["collectives"].items())))
     if r["comm_by_library"]:

@@ -78,7 +78,10 @@ def render_summary_markdown(summary: Any, top: int = 10, wide: bool = False, ful
     from . import summary_tables as st
 
     lines = ["## tracekit analyze", ""] + [f"- {_cell(x)}" for x in st.headline_lines(summary)] + [""]
-    for s in st.build(summary, top=top, wide=wide, full_names=full_names):
+    from .critical_tables import critical_sections
+
+    sections = st.build(summary, top=top, wide=wide, full_names=full_names)
+    for s in sections + critical_sections(summary, top=top, wide=wide, full_names=full_names):
         # titles and headers are tracekit's own words; the cells may hold names from a trace
         lines += [
             f"### {s.title}",

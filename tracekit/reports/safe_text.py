@@ -1,23 +1,33 @@
 """Text from traces is untrusted: before it reaches a terminal, control characters are shown escaped.
 
 A kernel named ``"\\x1b]0;pwned\\x07"`` would otherwise retitle the terminal, ``"\\x1b[2J"`` clear it, a
-carriage return overwrite a line, and bidirectional overrides reorder what is read. Each such character is
-printed as its Python escape (``\\x1b``, ``\\u202e``), so the name stays recognisable and inert.
+carriage return overwrite a line, bidirectional marks and overrides reorder what is read, and invisible format
+characters (a zero-width space) make two names look alike. Each such character is printed as its Python escape
+(``\\x1b``, ``\\u202e``, ``\\u200b``), so the name stays recognisable and inert.
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 controls (tab and newline handled by the caller's choice), DEL, C1 controls, bidi embeddings/overrides/
-# isolates, line/paragraph separators, and lone surrogates (which no UTF-8 stream can write).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Every format character (Unicode category Cf, through Unicode 15): the bidi marks, embeddings, overrides and isolates
+# (U+200E/F, U+061C, U+202A-E, U+2066-9) that reorder what is read, and the invisible ones (soft hyphen, zero-width
+# space and joiners, word joiner, BOM, interlinear annotation, tags). tests/unit/reports pins this against the
+# running Python's unicodedata, so a newer Unicode's additions are noticed.
+_FORMAT = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+# C0 controls (tab and newline handled by the caller's choice), DEL, C1 controls, the format characters, line and
+# paragraph separators, and lone surrogates (which no UTF-8 stream can write).
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}\ud800-\udfff]")
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}\ud800-\udfff]")
 
 
 def _esc(m: re.Match) -> str:
     c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def printable(text: object, *, multiline: bool = False) -> str:

@@ -2,9 +2,10 @@
 
 A ``Section`` is a titled table of display strings: each numeric column holds bare numbers in one unit named in
 its header (``wall ms``), kernel names are short (``analyzers.names.short_name``) unless ``full_names``, and the
-columns a reader rarely needs are ``optional`` (shown with ``wide``). Unknown values read ``—``: a collective of
-0 bytes is one whose size the trace did not record (NCCL kernels without message sizes, DeepEP, gloo spans
-without annotations), so it reads ``—``, never ``0 B``. Nothing here measures: every figure is the summary's.
+columns a reader rarely needs are ``optional`` (shown with ``wide``). Unknown values (null in the summary) read
+``—``: a collective whose size the trace did not record (NCCL kernels without message sizes, DeepEP, gloo spans
+without annotations, a dtype of unknown size) has bytes null, and a bus bandwidth without a known group size is
+null, so they read ``—``, never ``0 B`` or ``0.00``. Nothing here measures: every figure is the summary's.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ LABELS = {
     "median_runtime_us": "median call",
     "median_kernel_us": "median kernel",
     "instances": "instances",
+    "partial_reason": "why partial",
 }
 MULTI_STREAM_NOTE = (
     "comm on 2+ streams: time during which communication runs on two or more streams at once (counted once in comm)"
@@ -174,7 +176,7 @@ LAUNCH_NOTE = (
 def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bool = False) -> list[Section]:
     """Every non-empty table of the summary's terminal/Markdown view, in reading order."""
     ranks = summary.get("ranks") or []
-    rank_rows = [{"rank": r["rank"], "steps": len(r.get("steps", [])), **r["totals"], "wait_us": r.get("wait_us")} for r in ranks]
+    rank_rows = [_rank_row(r) for r in ranks]
     # the multi-stream column shows by default only where it has something to say, and then with its meaning
     multi = any(float(r["totals"].get("multi_stream_comm_us") or 0.0) > 0 for r in ranks)
     spec: list[Col] = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
@@ -195,6 +197,7 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
             (*many, *((MULTI_STREAM_NOTE,) if wide or multi else ())),
         )
     ]
+    out += partial_steps(ranks, wide, full_names)
     cols = summary.get("collectives") or []
     picked = [cols[i] for i in view.top_exposed(summary, top)]
     memory = (summary.get("activation_memory") or {}).get("layers") or []
@@ -212,24 +215,55 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
         top,
         "the largest corrections",
     )
+    from .explain import dimension_notes, gloo_reduce_scatter
+
+    gloo = gloo_reduce_scatter(summary)
     for title, rows, table_cols, notes in (
-        ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS, ()),
-        (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS, ()),
+        ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS, dimension_notes(summary)),
+        (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS, [gloo] if gloo else []),
         (f"stragglers (who arrives last){s_suffix}", stragglers, STRAGGLER_COLS, s_notes),
         (f"clock offsets (against the lowest rank){o_suffix}", offsets, OFFSET_COLS, o_notes),
         (
             "unrecognised kernels on communication streams (a comm rule may be missing)",
             summary.get("unrecognised_kernels") or [],
             UNRECOGNISED_COLS,
-            (),
+            [],
         ),
-        ("activation memory per layer: measured vs model", memory, MEMORY_COLS, ()),
+        ("activation memory per layer: measured vs model", memory, MEMORY_COLS, []),
     ):
         if rows:
             out.append(_section(title, rows, table_cols, wide, full_names, notes))
     cut = bool((summary.get("rank_detail") or {}).get("kernel_rows_omitted"))
     out += breakdown_sections(ranks, top=top, wide=wide, full_names=full_names, cut=cut)
     return out
+
+
+def _rank_row(r: Mapping) -> dict:
+    """A rank's totals over its complete steps; without one, no totals at all (— each), never zeros."""
+    steps = r.get("steps", [])
+    done = sum(1 for s in steps if s.get("complete", True))
+    totals = r["totals"] if done else {k: None for k in r["totals"]}
+    return {
+        "rank": r["rank"],
+        "steps": f"{done}/{len(steps)}" if done < len(steps) else len(steps),
+        **totals,
+        "wait_us": r.get("wait_us"),
+    }
+
+
+PARTIAL_COLS = (Col("rank"), Col("step"), *(c for c in RANK_COLS if c.field != "wait_us"), Col("partial_reason", DROPPABLE))
+MAX_PARTIAL_ROWS = 20
+
+
+def partial_steps(ranks: Sequence[Mapping], wide: bool, full_names: bool) -> list[Section]:
+    """The steps the trace does not hold whole, each with its figures (computed from what was kept) and why: shown
+    so a truncated run can be read (`--allow-partial`), never part of a total."""
+    rows = [{"rank": r["rank"], **s} for r in ranks for s in r.get("steps", []) if not s.get("complete", True)]
+    if not rows:
+        return []
+    more = (f"{len(rows) - MAX_PARTIAL_ROWS} more partial steps in --format json",) if len(rows) > MAX_PARTIAL_ROWS else ()
+    title = f"partial steps ({len(rows)}): figures from incomplete data, left out of every total"
+    return [_section(title, rows[:MAX_PARTIAL_ROWS], PARTIAL_COLS, wide, full_names, more)]
 
 
 def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_names: bool, cut: bool = False) -> list[Section]:
@@ -253,6 +287,7 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
                 CLASS_COLS,
                 wide,
                 full_names,
+                overlap_note(classes),
             )
         )
     kernels = _by_short_name(r0["kernel_breakdown"], full_names or cut)[:top]
@@ -280,6 +315,18 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
     if launches:
         out.append(_section(f"kernel launches{l_suffix}", launches, LAUNCH_COLS, wide, full_names, (LAUNCH_NOTE, *l_notes)))
     return out
+
+
+def overlap_note(rows: Iterable[Mapping]) -> tuple[str, ...]:
+    """When shares of busy time add up to more than 100 %, why (kernels of several streams run at the same time,
+    and each counts its own time): said under the table, not left to look like an error."""
+    total = sum(float(r.get("share") or 0.0) for r in rows)
+    if total <= 1.0 + 1e-9:
+        return ()
+    return (
+        f"share: of device-busy time; kernels on several streams run at once and each counts its own time, so the "
+        f"shares add up to {units.percent(total)} (the busy partition splits that time without overlap: --format json)",
+    )
 
 
 def _available(section) -> bool:
@@ -334,6 +381,18 @@ def _launch_row(r: Mapping) -> dict:
     }
 
 
+def label(field: str) -> str:
+    """A column's header word: LABELS', else the field without its unit suffix (the unit follows from the column's
+    scale: ``length_us`` reads "length s", never "length us s")."""
+    if field in LABELS:
+        return LABELS[field]
+    for suffix in ("_us", "_bytes", "_gbps"):
+        if field.endswith(suffix) and len(field) > len(suffix):
+            field = field[: -len(suffix)]
+            break
+    return field.replace("_", " ")
+
+
 def _section(
     title: str, items: Sequence[Mapping], spec: Sequence[Col], wide: bool, full_names: bool, notes: Sequence[str] = ()
 ) -> Section:
@@ -343,11 +402,11 @@ def _section(
         values = [_value(it, c.field) for it in items]
         if _is_number_column(c.field, values):
             unit, texts = units.column(c.field, values)
-            headers.append(f"{LABELS.get(c.field, c.field.replace('_', ' '))}{' ' + unit if unit else ''}")
+            headers.append(f"{label(c.field)}{' ' + unit if unit else ''}")
             numeric.append(True)
         else:
             texts = [_text(v, c, full_names) for v in values]
-            headers.append(LABELS.get(c.field, c.field.replace("_", " ")))
+            headers.append(label(c.field))
             numeric.append(False)
         columns.append(texts)
     rows = tuple(tuple(col[i] for col in columns) for i in range(len(items)))
@@ -366,10 +425,7 @@ _IDS = ("rank", "step", "seq", "stream", "layer", "matched", "instances", "last_
 
 
 def _value(item: Mapping, f: str):
-    v = item.get(f)
-    if f in ("bytes",) and v == 0:  # the trace did not record a size (see the module docstring)
-        return None
-    return v
+    return item.get(f)
 
 
 def _is_number_column(f: str, values: list) -> bool:
@@ -384,9 +440,11 @@ def _is_number_column(f: str, values: list) -> bool:
 def _text(v, c: Col, full_names: bool) -> str:
     if v is None:
         return units.NA
+    if c.field == "step" and isinstance(v, int) and v < 0:
+        return "outside steps"
     if isinstance(v, list):
         return view.span([int(x) for x in v]) if all(isinstance(x, int) for x in v) else ", ".join(map(str, v))
-    if c.name and not full_names:
+    if c.name and not full_names and c.field != "short_name":  # a short_name is already the summary's label
         return short_name(str(v))
     return str(v)
 
@@ -422,7 +480,12 @@ def group_warnings(warnings: Iterable[str]) -> list[str]:
 
 
 def headline_lines(summary: Mapping) -> list[str]:
+    from .explain import profiler_overhead, share_notes
+
     lines = [f"{f.label}: {f.text}" for f in view.headline(summary)]
+    lines += [f"({n})" for n in share_notes(summary)]
+    over = profiler_overhead(summary)
+    lines += [f"profiler overhead: {over}"] if over else []
     note = view.clock_note(summary)
     return [*lines, note] if note else lines
 

@@ -61,7 +61,11 @@ def render_text(
     con = Console(file=buf, width=width, color_system=None, highlight=False, soft_wrap=False)
     for line in st.headline_lines(summary):
         con.print(escape(printable(line)))
-    for section in st.build(summary, top=top, wide=wide, full_names=full_names):
+    from .critical_tables import critical_sections
+
+    for section in st.build(summary, top=top, wide=wide, full_names=full_names) + critical_sections(
+        summary, top=top, wide=wide, full_names=full_names
+    ):
         _print_section(con, section, width, wide, full_names)
     for note in st.unavailable_notes(summary.get("ranks") or []):
         con.print(escape(printable(note)))
@@ -155,11 +159,27 @@ def _table(section: st.Section, keep: list[int], widths: list[int], fold: bool):
             min_width=widths[i],
             max_width=widths[i],
         )
-    for r in section.rows:
-        t.add_row(
-            *(escape(printable(r[i]) if fold or not section.flex[i] else cut_name(printable(r[i]), widths[i])) for i in keep)
-        )
+    cut = {i: distinct_cuts([printable(r[i]) for r in section.rows], widths[i]) for i in keep if section.flex[i] and not fold}
+    for j, r in enumerate(section.rows):
+        t.add_row(*(escape(cut[i][j] if i in cut else printable(r[i])) for i in keep))
     return t
+
+
+def distinct_cuts(texts: list[str], n: int) -> list[str]:
+    """Each text cut to ``n`` cells (``cut_name``); where different texts would read the same, each of them gets
+    a ``#k`` suffix within the ``n`` cells (k numbers all such texts in order, so suffixed labels never meet), so
+    that no two different kernels print as one name."""
+    out = [cut_name(t, n) for t in texts]
+    by: dict[str, set[str]] = {}
+    for t, c in zip(texts, out):
+        by.setdefault(c, set()).add(t)
+    clash = sorted({t for group in by.values() if len(group) > 1 for t in group})
+    rank = {t: k for k, t in enumerate(clash, 1)}
+    for j, t in enumerate(texts):
+        if t in rank:
+            sfx = f" #{rank[t]}"
+            out[j] = cut_name(t, max(1, n - len(sfx))) + sfx
+    return out
 
 
 class SummaryTable(StreamReporter):

@@ -37,15 +37,17 @@ UNRECOGNISED_FIELDS = ("name", "count", "total_us", "streams")
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """One displayed number: where it comes from, its raw value and how it reads."""
+    """One displayed number: where it comes from, its raw value and how it reads; ``unknown``: why the value is
+    no figure (a size the trace did not record reads ``—``, its raw 0 kept as the value)."""
 
     key: str
     label: str
     value: float | int | None
     text: str
+    unknown: str | None = None
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "label": self.label, "value": self.value, "text": self.text}
+        return {"key": self.key, "label": self.label, "value": self.value, "text": self.text, "unknown": self.unknown}
 
 
 def figure(key: str, label: str, value: Any) -> Figure:
@@ -87,12 +89,45 @@ def clock_note(summary: Mapping) -> str | None:
             "clocks not aligned: no all-reduce-like collective matched across ranks, so cross-rank figures "
             "(wait, skew, stragglers) are not computed and each rank's times stay on its own clock"
         )
-    o = max(offs, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
+    applied = [o for o in offs if o.get("applied", True)]
+    agree = [o for o in offs if not o.get("applied", True)]
+    within = f"± {units.duration(max(float(o.get('spread_us') or 0.0) for o in agree))}" if agree else ""
+    if not applied:  # every estimate inside its own error bound: nothing corrected, said once
+        return f"clocks agree within {within} (cross-rank estimate from matched collectives); no offset applied"
+    o = max(applied, key=lambda o: abs(float(o.get("offset_us") or 0.0)))
+    rest = f"; the other ranks' clocks agree within {within}" if agree else ""
     return (
         f"clocks aligned to rank {min(r['rank'] for r in ranks)} by the cross-rank estimate (matched "
         f"collectives): largest correction rank {o['rank']} {units.duration(o.get('offset_us'))} "
-        f"± {units.duration(o.get('spread_us'))}"
+        f"± {units.duration(o.get('spread_us'))}{rest}"
     )
+
+
+def _ranks(summary: Mapping) -> list[int]:
+    return sorted(r["rank"] for r in summary.get("ranks") or [])
+
+
+def world_size(summary: Mapping) -> int:
+    run = summary.get("run") or {}
+    return int(run.get("world_size") or len(_ranks(summary)) or 0)
+
+
+def loaded(summary: Mapping) -> str:
+    """``rank 0 of a 64-rank run``, ``ranks 0–3 (4) of a 64-rank run``, ``4 ranks``: what was loaded, never a rank id
+    read as a count."""
+    ranks, world = _ranks(summary), world_size(summary)
+    if not ranks:
+        return "no rank"
+    if world > len(ranks):
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {span(ranks)}"
+        return f"{who} of a {world}-rank run"
+    return "1 rank" if len(ranks) == 1 else f"{len(ranks)} ranks"
+
+
+def ranks_loaded(summary: Mapping) -> str:
+    """The overview's line: ``1 of 128 (rank 0)``, ``4 of 4 (0–3)``."""
+    ranks, world = _ranks(summary), world_size(summary)
+    return f"{len(ranks)} of {world or len(ranks)} (rank{'' if len(ranks) == 1 else 's'} {span(ranks, count=False)})"
 
 
 def overview(summary: Mapping) -> list[tuple[str, str]]:
@@ -109,12 +144,51 @@ def overview(summary: Mapping) -> list[tuple[str, str]]:
         ("schema", str(summary.get("schema", ""))),
         ("workload", str(run.get("workload", "") or "—")),
         ("world size", str(run.get("world_size", len(ranks)))),
-        ("layout", " × ".join(f"{k}={v}" for k, v in layout.items()) or "unknown"),
+        ("layout", layout_text(layout)),
         ("backend / device", f"{run.get('backend', '') or '—'} / {run.get('device_type', '') or '—'}"),
-        ("ranks loaded", _span(sorted(r["rank"] for r in ranks))),
+        ("ranks loaded", ranks_loaded(summary)),
         ("steps", _span(steps) + _left_out(ranks)),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+    ] + [("profiler overhead", over) for over in [profiler_overhead(summary)] if over]
+
+
+_AXES = ("tp", "cp", "dp", "pp", "ep")
+
+
+def layout_text(layout: Mapping) -> str:
+    """``tp=2 × cp=2 (ring) × dp=1, sequence parallel``: the degrees in mesh order, then what qualifies them."""
+    if not layout:
+        return "unknown"
+    degrees = [
+        f"{k}={layout[k]}" + (f" ({layout['cp_kind']})" if k == "cp" and layout.get("cp_kind") else "")
+        for k in _AXES
+        if k in layout
     ]
+    extra = ["sequence parallel"] if layout.get("sequence_parallel") is True else []
+    known = {*_AXES, "cp_kind", "sequence_parallel", "world_size"}
+    extra += [f"{k}={v}" for k, v in layout.items() if k not in known]
+    return ", ".join([" × ".join(degrees)] * bool(degrees) + extra) or "unknown"
+
+
+def profiler_overhead(summary: Mapping) -> str | None:
+    """The recorded run's profiler overhead from run.json (``tracekit run``/``tracekit.profile``): the profiled step
+    against the unprofiled steps before recording. Every time in the report includes it."""
+    over = ((summary.get("run") or {}).get("manifest") or {}).get("profiler_overhead") or {}
+    prof, base = over.get("profiled_step_ns"), over.get("unprofiled_step_ns")
+    if not (isinstance(prof, int) and isinstance(base, int) and prof > 0 and base > 0):
+        return None
+    n_prof, n_base = over.get("profiled_steps"), over.get("unprofiled_steps")
+    calls = over.get("profiler_calls_ns")
+    text = (
+        f"{units.signed_percent(prof / base - 1.0)} per recorded step on rank {over.get('rank', 0)}: "
+        f"{units.duration(prof / 1e3)} profiled (mean of {n_prof}) against {units.duration(base / 1e3)} unprofiled "
+        f"(mean of {n_base}); the times in this report include it"
+    )
+    if isinstance(n_base, int) and n_base < 2:
+        text += " (one unprofiled step: a rough baseline on a busy machine)"
+    if isinstance(calls, int) and calls > 0:
+        text += f"; {units.duration(calls / 1e3)} in the profiler's start, stop and export"
+    return text
 
 
 def _left_out(ranks) -> str:
@@ -122,7 +196,7 @@ def _left_out(ranks) -> str:
     return f" ({n} incomplete, left out of the totals)" if n else ""
 
 
-def span(xs: Sequence[int], limit: int = 6) -> str:
+def span(xs: Sequence[int], limit: int = 6, count: bool = True) -> str:
     """Integers (ranks, steps) as runs: ``0–299 (300)``, ``0–3, 8–11 (8)``; up to ``limit`` runs are listed,
     then ``…`` and the count, so a list of 300 ranks stays one short line."""
     xs = sorted(set(xs))
@@ -136,7 +210,7 @@ def span(xs: Sequence[int], limit: int = 6) -> str:
             runs.append([x, x])
     parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in runs[:limit]]
     text = ", ".join(parts) + (", …" if len(runs) > limit else "")
-    return text if len(xs) <= 2 else f"{text} ({len(xs)})"
+    return text if len(xs) <= 2 or not count else f"{text} ({len(xs)})"
 
 
 _span = span

@@ -47,12 +47,10 @@ def _run_lines(result: Any) -> list[str]:
         lines.append(f"{desc.removeprefix('tracekit:'):<10} {op:<15} {count / steps:>9.1f} {nbytes / steps / 2**20:>9.3f}")
     over = result.overheads[0]
     if over:
-        lines += [
-            "",
-            f"profiler overhead (rank 0): {over['overhead_per_step_ns'] / 1e6:+.2f} ms per recorded step "
-            f"(step {over['unprofiled_step_ns'] / 1e6:.2f} ms unprofiled), "
-            f"{over['profiler_calls_ns'] / 1e6:.0f} ms in start/stop/export",
-        ]
+        from .explain import profiler_overhead
+
+        text = profiler_overhead({"run": {"manifest": {"profiler_overhead": over}}})
+        lines += ["", f"profiler overhead: {text}"] if text else []
     return lines
 
 

@@ -211,3 +211,35 @@ def test_to_dict_is_plain_json():
     text = json.dumps(b.to_dict(), allow_nan=False)
     assert json.loads(text)["idle_breakdown"]["steps"][0]["step"] == 0
     assert np.isfinite(json.loads(text)["launch_stats"]["median_delay_us"])
+
+
+def queue_rows():
+    """A burst of four launches (calls end 10, 20, 30, 40) whose 100 ns kernels run back to back on stream 7 from
+    15, then a fifth launched (call ends 510) onto the idle stream, starting at 700 in step 1."""
+    return [
+        ev("STEP", 0, 450, step=0, stream=1),
+        ev("STEP", 450, 550, step=1, stream=1),
+        *(rt(10 * i, 10, i) for i in range(4)),
+        ev("KERNEL", 15, 100, 0, correlation=0, name="k0"),  # stream idle: delay 5
+        ev("KERNEL", 116, 100, 0, correlation=1, name="k1"),  # queued: stream busy until 115, delay 96, own 1
+        ev("KERNEL", 217, 100, 0, correlation=2, name="k2"),  # queued: delay 187, queue 186, own 1
+        ev("KERNEL", 318, 100, 0, correlation=3, name="k3"),  # queued: delay 278, queue 277, own 1
+        rt(500, 10, 4, step=1),
+        ev("KERNEL", 700, 10, 1, correlation=4, name="k4"),  # stream idle since 418: delay 190, late
+    ]
+
+
+def test_the_queue_is_not_launch_delay():
+    """Hand-worked: a kernel queued behind the previous work on its stream is not a delay outlier (the old count
+    was 3: k2, k3, k4); the queue depth at each launch is 1, 1, 2, 3 in step 0 and 1 in step 1."""
+    opts = BreakdownOptions(delay_cutoff_ns=100, runtime_cutoff_ns=50)
+    (b,) = breakdowns(traceset({0: table(queue_rows(), 3)}), opts).values()
+    d = b.to_dict()["launch_stats"]
+    f = b.launch_frame().set_index("name")
+    assert list(f.loc[["k0", "k1", "k2", "k3", "k4"], "queued"]) == [False, True, True, True, False]
+    assert list(f.loc[["k1", "k2", "k3"], "queue_us"] * 1e3) == pytest.approx([95, 186, 277])
+    assert list(f.loc[["k0", "k1", "k2", "k3", "k4"], "launch_delay_us"] * 1e3) == pytest.approx([5, 1, 1, 1, 190])
+    assert (d["queued"], d["idle_launched"], d["delay_outliers"]) == (3, 2, 1)
+    assert [o["name"] for o in d["outliers"]] == ["k4"]
+    assert d["median_queue_us"] * 1e3 == pytest.approx(186) and d["median_idle_delay_us"] * 1e3 == pytest.approx(97.5)
+    assert d["queue_depth"] == [{"step": 0, "max": 3, "mean": 1.75}, {"step": 1, "max": 1, "mean": 1.0}]

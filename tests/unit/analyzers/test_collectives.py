@@ -7,6 +7,7 @@ import pytest
 from tests.helpers.tables import ev, table, traceset
 from tracekit.analyzers import analyze
 from tracekit.analyzers.comm.collectives import bus_factor
+from tracekit.model.traceset import RankInfo, RunMetadata, TraceSet
 
 SHIFT = 1_000_000_000  # rank 1's clock runs 1 s ahead
 TP = dict(pg_name="1", pg_desc="tracekit:tp", pg_ranks="[0, 1]", group_size=2)
@@ -102,4 +103,46 @@ def test_order_matching_without_seq_and_dim_override():
 def test_bus_factors_are_nccl_tests():
     assert bus_factor("all_reduce", 4) == 1.5 and bus_factor("all_gather", 4) == 0.75
     assert bus_factor("reduce_scatter", 8) == 7 / 8 and bus_factor("all_to_all", 2) == 0.5
-    assert bus_factor("send", 2) == 1 and bus_factor("broadcast", 4) == 1 and not math.isnan(bus_factor("x", 2))
+    assert bus_factor("send", 2) == 1 and bus_factor("broadcast", 4) == 1 and bus_factor("gather", 4) == 0.75
+    # not defined: a group of unknown size or of one rank, an op without a bus model -- never 0
+    assert all(math.isnan(bus_factor(op, n)) for op, n in (("all_reduce", 0), ("all_to_all", 1), ("x", 2), ("dispatch", 8)))
+
+
+def _world(n_ranks, world_size, **group):
+    """One all-reduce (1 MB; transfer 1000 ns: the last rank arrives at 0) and one all-to-all per rank, in a
+    trace that names no process group: the loader put them on the world group (pg "0", "default_pg")."""
+    g = dict(pg_name="0", pg_desc="default_pg", **group)
+    rows = lambda r: [
+        ev("STEP", 0, 10_000, step=0, stream=1),
+        ev("COMM", -r * 10, 1000 + r * 10, 0, stream=9, coll_op="all_reduce", in_bytes=10**6, out_bytes=10**6, **g),
+        ev("COMM", 5000, 1000, 0, stream=9, coll_op="all_to_all", in_bytes=192, out_bytes=192, **g),
+    ]
+    tables = {r: table(rows(r)) for r in range(n_ranks)}
+    infos = {r: RankInfo(rank=r, world_size=world_size or -1, device_type="cuda") for r in tables}
+    return analyze(TraceSet(tables, infos, RunMetadata(world_size=world_size)), align_clocks=False).to_dict()
+
+
+@pytest.mark.parametrize(
+    "n_ranks, world, group, n",
+    [
+        (8, 8, {}, 8),  # no pg_config: the assumed world group's size
+        (2, 8, {}, 8),  # two of the eight ranks loaded: still the world's 8
+        (2, 8, {"group_size": 4}, 4),  # the trace's own group size wins
+        (3, 8, {"pg_ranks": "[0, 1, 2, 5]"}, 4),  # else its member ranks
+        (3, 0, {}, 3),  # no world size known: the ranks it was matched across (a lower bound)
+    ],
+)
+def test_busbw_takes_the_right_group_size(n_ranks, world, group, n):
+    d = _world(n_ranks, world, **group)
+    rows = [c for c in d["collectives"] if c["rank"] == 0]
+    ar, a2a = (next(c for c in rows if c["op"] == op) for op in ("all_reduce", "all_to_all"))
+    assert ar["algbw_gbps"] == pytest.approx(10**6 / 1000)  # bytes/ns: hand-computed
+    assert ar["busbw_gbps"] == pytest.approx(10**6 / 1000 * 2 * (n - 1) / n)
+    assert a2a["busbw_gbps"] == pytest.approx(192 / 1000 * (n - 1) / n)
+
+
+def test_busbw_is_null_never_zero_without_a_group_size():
+    """One rank matched with itself has no peer: no transfer, so no bandwidth at all -- and no 0.00."""
+    d = _world(1, 0)
+    assert all(c["busbw_gbps"] is None for c in d["collectives"])
+    assert all(x["busbw_gbps"] is None for x in d["by_dimension"])

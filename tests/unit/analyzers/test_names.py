@@ -1,12 +1,13 @@
 """short_name on the issue's examples and on the real kernel names of the GPU traces in tests/data."""
 
+import functools
 import gzip
 import json
 from pathlib import Path
 
 import pytest
 
-from tracekit.analyzers.names import short_name
+from tracekit.analyzers.names import distinct_short_names, short_name
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "kineto-gpu"
 
@@ -31,7 +32,27 @@ CASES = [
     (
         "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>"
         "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4::Params)",
-        "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>",
+        "cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4",  # the wrapper's argument is the kernel
+    ),
+    # the function name, not its return type: a comparison inside parentheses is no bracket (issue 27)
+    (
+        "std::enable_if<(8>(0))&&(vllm::_typeConvert<c10::BFloat16>::exists), void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, "
+        "float, int, int)",
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, …>",
+    ),
+    (
+        "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwd"
+        "<2, 1, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, float>, flash::"
+        "CollectiveEpilogueBwd<cute::tuple<cute::C<64> >, cutlass::bfloat16_t>, flash::SingleTileScheduler> > >"
+        "(flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<>>::Params)",
+        "flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwd<2, …>, …>",
+    ),
+    (
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+        "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<4>, "
+        "cutlass::float_e4m3_t>, void, void> >(cutlass::gemm::kernel::GemmUniversal<>::Params)",
+        "cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, …>, …>",
     ),
     (
         "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
@@ -69,13 +90,14 @@ def test_short_name(name, short):
     assert short_name(name) == short
 
 
-def trace_kernel_names() -> set[str]:
+@functools.cache
+def trace_kernel_names() -> frozenset[str]:
     names = set()
     for path in sorted(DATA.glob("*.json.gz")):
         doc = json.loads(gzip.decompress(path.read_bytes()))
         events = doc["traceEvents"] if isinstance(doc, dict) else doc
         names |= {e["name"] for e in events if e.get("cat") == "kernel"}
-    return names
+    return frozenset(names)
 
 
 def test_every_real_kernel_name_reduces_to_a_qualified_name():
@@ -90,3 +112,33 @@ def test_every_real_kernel_name_reduces_to_a_qualified_name():
         assert short.count("<") == short.count(">"), name
     # shortening groups template instantiations: fewer distinct names, not one
     assert 100 < len(set(shorts.values())) < len(names)
+
+
+def _fp8(stage: int) -> str:
+    return (
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple"
+        f"<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90ArrayTmaGmma<{stage}>,"
+        " cutlass::float_e4m3_t>, void, void> >(cutlass::gemm::kernel::GemmUniversal<>::Params)"
+    )
+
+
+def test_different_kernels_never_share_a_label():
+    """Three grouped FP8 GEMMs that differ deep in their template arguments, a flash-attention backward kernel,
+    and the real names of the traces: every distinct name gets a distinct label, equal names equal labels."""
+    names = [_fp8(3), _fp8(4), _fp8(5), CASES[-6][0], *sorted(trace_kernel_names())]
+    labels = distinct_short_names(names)
+    assert len(set(labels)) == len(set(names))
+    a, b, c = distinct_short_names([names[0], names[0], names[1]])
+    assert a == b != c
+    assert [lab for lab in labels[:3]] == sorted(set(labels[:3])) and all("GemmUniversal" in lab for lab in labels[:3])
+    by = dict(zip(names, labels))
+    fill = next(n for n in names if "FillFunctor<float>, at::detail::Array<char*, 1> >(int" in n and "vectorized" in n)
+    assert "FillFunctor<float>" in by[fill]  # what tells it from the other vectorized_elementwise_kernel<4, …>
+    unique = [n for n in names if sum(short_name(m) == short_name(n) for m in names) == 1]
+    assert all(by[n] == short_name(n) for n in unique)  # a short name that is unique stays as it is
+
+
+def test_a_huge_name_is_shortened_from_its_head():
+    name = "void ns::k<" + "int, " * 400_000 + "int>(float*)"
+    assert short_name(name).startswith("void ns::k<int, int")  # unbalanced within the head: up to the "("
+    assert len(short_name(name)) <= 8192

@@ -140,7 +140,9 @@ def test_a_device_event_more_than_a_second_past_the_last_step_is_dropped():
     plan = plan_steps(t, GPU)
     assert plan.keep.tolist() == [True, True, True, True, False]
     (s,) = rank_overlap(t, GPU).steps
-    assert (s.wall_ns, s.compute_ns, s.complete) == (100, 30, True)
+    # the figures leave it out, and the step that launched it lost it: incomplete, counted (issue 29)
+    assert (s.wall_ns, s.compute_ns, s.complete, s.dropped_events) == (100, 30, False, 1)
+    assert s.partial_reason == "lost 1 event (1 late)"
     assert any("dropped 1 device events that start more than 1 s after the last step" in w for w in plan.warnings)
 
 
@@ -336,3 +338,54 @@ def test_a_queued_device_gives_spans_that_tile_the_device_timeline():
         (20, 100, 100, 0),
     ]
     assert sum(s.wall_ns for s in r.steps) == 310
+
+
+S = 10**9  # 1 s in ns
+
+
+def _three_steps(extra):
+    """Steps 0, 1, 2 of 1 s each, one kernel launched in each; ``extra`` rows added."""
+    rows = []
+    for n in range(3):
+        rows += [
+            ev("STEP", n * S, S, step=n, stream=1),
+            ev("RUNTIME", n * S + 10, 2, n, stream=1, correlation=n + 1),
+            ev("KERNEL", n * S + 20, 30, n, device=0, correlation=n + 1),
+        ]
+    return table(rows + extra)
+
+
+def test_a_device_event_still_running_a_second_after_the_step_two_later_is_dropped():
+    """Step 0's second kernel ends 1.5 s after step 2 ended on the host (3 s) and began on the device (2 s): by then
+    the device had moved on two steps, whatever the host ran ahead by; dropped, counted in step 0, which is
+    incomplete (issue 29, item 1)."""
+    overdue = ev("KERNEL", 100, 4 * S + S // 2, 0, device=0, correlation=1, stream=8)
+    plan = plan_steps(_three_steps([overdue]), GPU)
+    assert plan.keep.tolist()[-1] is False and plan.dropped.tolist() == [1, 0, 0]
+    assert plan.reasons[0] == "lost 1 event (1 overdue)" and not plan.reasons[1] and not plan.reasons[2]
+    assert any("end more than 1 s after the step two later ended on the host" in w for w in plan.warnings)
+
+
+def test_a_device_event_ending_within_a_second_of_the_step_two_later_ending_stays():
+    """The same kernel ending 0.9 s after step 2's host window: a long kernel, not a corrupt one (the bound is stated)."""
+    long = ev("KERNEL", 100, 3 * S + S * 9 // 10 - 100, 0, device=0, correlation=1, stream=8)
+    plan = plan_steps(_three_steps([long]), GPU)
+    assert plan.keep.all() and plan.dropped.tolist() == [0, 0, 0] and not any(plan.reasons)
+
+
+def test_events_the_loader_dropped_mark_the_step_of_their_launch_or_their_window_or_every_step():
+    """By the launch (correlation 2 -> step 1), by the window the start falls in (2.5 s -> step 2), and one whose time
+    and link are both unreadable in every step."""
+    from dataclasses import replace
+
+    from tracekit.model.dropped import UNKNOWN_NS, DroppedEvents
+
+    dropped = DroppedEvents().plus("times", 2, [UNKNOWN_NS, 2 * S + S // 2], [2, -1]).plus("malformed", 1)
+    plan = plan_steps(_three_steps([]), replace(GPU, dropped=dropped))
+    assert plan.dropped.tolist() == [1, 2, 2]
+    assert plan.reasons == (
+        "lost 1 event (1 malformed)",
+        "lost 2 events (1 times, 1 malformed)",
+        "lost 2 events (1 times, 1 malformed)",
+    )
+    assert any("1 dropped events have no readable time" in w for w in plan.warnings)

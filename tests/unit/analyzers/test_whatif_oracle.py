@@ -29,7 +29,8 @@ actions = st.lists(
 
 def simulate(acts, kernel_factor=1.0):
     """(rows, step time): kernels start at max(launch + LATENCY, their stream free); a sync returns SYNC_COST after
-    max(its call, the device work it waits for)."""
+    max(its call, the device work it waits for). The step ends at the later of its host window's end and its last
+    kernel's end (the analysis' wall_us)."""
     rows, t, free = [], 0, {7: 0, 8: 0}
     for corr, a in enumerate(acts, start=1):
         if a[0] == "op":
@@ -55,7 +56,7 @@ def simulate(acts, kernel_factor=1.0):
             ]
             t = end
     rows.append(ev("STEP", 0, t + TAIL, 0, name="ProfilerStep#0", **HOST))
-    return rows, t + TAIL
+    return rows, max([t + TAIL, *free.values()])  # the step ends when its host window and its device work have
 
 
 @settings(max_examples=60, deadline=None)
@@ -172,7 +173,7 @@ def simulate_two(ph, transfer_factor=1.0):
     tables = {
         i: table(r.rows + [ev("STEP", 0, e, 0, name="ProfilerStep#0", **HOST)]) for i, (r, e) in enumerate(zip(ranks, ends))
     }
-    return traceset(tables, device_type="cuda"), max(ends)
+    return traceset(tables, device_type="cuda"), max(ends + [f for r in ranks for f in r.free.values()])
 
 
 @settings(max_examples=40, deadline=None)

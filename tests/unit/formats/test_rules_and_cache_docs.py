@@ -13,7 +13,7 @@ from tests.helpers.data import gpu_trace
 from tracekit.errors import ConfigError
 from tracekit.formats.cache_meta import CachedRankInfo, decode_meta
 from tracekit.formats.rules import RuleEntry
-from tracekit.loader.cache import cache_path
+from tracekit.loader.cache import cache_key, cache_path, write_signed
 from tracekit.loader.classify import DEFAULT_RULES, CommRule, load_rules_toml
 from tracekit.loader.loading import LoadOptions, load_file
 from tracekit.model.traceset import ProcessGroup, RankInfo
@@ -92,7 +92,8 @@ def test_a_crafted_cache_entry_warning_names_the_field(tmp_path):
     table = pq.read_table(target)
     meta = json.loads(table.schema.metadata[b"tracekit"])
     meta["info"]["process_groups"] = [{"ranks": [0, "one"]}]
-    pq.write_table(table.replace_schema_metadata({b"tracekit": json.dumps(meta).encode()}), target)
+    # signed with the user's key, as the loader signs: behind the signature, the Struct still checks every field
+    write_signed(target, table, json.dumps(meta).encode(), cache_key())
     _, info = load_file(str(src), opts)
     (note,) = [w for w in info.warnings if "ignored the cache entry" in w]
     assert "$.info.process_groups[0].ranks[1]" in note and "reloaded the trace" in note

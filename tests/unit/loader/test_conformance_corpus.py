@@ -39,6 +39,10 @@ DOCUMENTED = {
     "triton-kernels.json.gz": (1, 0, "cuda", "kineto", 0, 1),
 }
 
+# ProfilerStep#1 of the Triton trace lasts 13.34 s (on a pid no other event has), while every other event starts within
+# 1.5 ms and Kineto's own recording span ("PyTorch Profiler (0)", cat Trace) lasts 355 ms: a corrupt duration, so the
+# step is marked incomplete (docs/robustness.md), and the commands that measure steps refuse the trace
+IMPLAUSIBLE_STEP = {"triton-kernels.json.gz"}
 _KERNEL_CATS = {"kernel", "Kernel", "cuda_profiler_range"}
 _COPY_CATS = {"gpu_memcpy", "Memcpy"}
 _COMM_NAME = re.compile(r"^(void )?(nccl|rccl)|deep_ep::|nvshmem", re.IGNORECASE)
@@ -121,8 +125,12 @@ def test_loader_agrees_with_an_independent_reading(name):
     assert (info.device_type, info.generation["categories"]) == (device, generation)
     assert abs(int(table["ts_ns"].min()) - want["lo"]) <= 1 and abs(int(table.end_ns.max()) - want["hi"]) <= 1
     traces = tracekit.load(str(MORE / name), options=LoadOptions(cache=False), executor="serial")
-    summary = tracekit.analyze(traces)
+    summary = tracekit.analyze(traces, allow_empty=name in IMPLAUSIBLE_STEP)
     d = summary.to_dict()
+    if name in IMPLAUSIBLE_STEP:  # the one step is marked, not measured (issue 29)
+        (step,) = d["ranks"][0]["steps"]
+        assert not step["complete"] and "its window is implausibly long (13336.3 ms" in step["partial_reason"]
+        return
     assert d["run"]["ranks"] == [rank] and [r["rank"] for r in d["ranks"]] == [rank]
     assert (traces.info(rank).rank, traces.info(rank).world_size) == (rank, world)
     totals = summary.comm.ranks[0].totals
@@ -182,8 +190,14 @@ def test_every_command_runs(name, cache_dir, tmp_path, monkeypatch):
         ["check", path, "--budget", "overlap_ratio>=0"],
     ):
         result = CliRunner().invoke(cli, args)
-        assert result.exit_code == 0, (args, result.output)
-        assert "Traceback" not in result.output and result.exception is None, (args, result.output)
+        refused = name in IMPLAUSIBLE_STEP and args[0] not in ("info",)
+        want = (1 if args[0] == "check" else 3) if refused else 0
+        assert result.exit_code == want, (args, result.output)
+        assert "Traceback" not in result.output and not isinstance(result.exception, Exception), (args, result.output)
+        if refused:
+            assert "implausibly long" in result.output, (args, result.output)
+    if name in IMPLAUSIBLE_STEP:
+        return
     summary = json.loads((tmp_path / "s.json").read_text())
     assert -1 not in [summary["run"]["ranks"][0], summary["ranks"][0]["rank"]]
 

@@ -218,3 +218,20 @@ def test_a_handoff_file_gone_before_it_is_read_falls_back_to_the_serial_load(tmp
         split.load_split(path, StreamLimits(), RuleSet(), 3)
     assert not _leftovers()
     assert_same(load_file(path, LoadOptions(cache=False, split=3)), load_file(path, LoadOptions(cache=False)))
+
+
+def test_drops_in_every_piece_are_counted_once_as_serially(tmp_path, small_pieces):
+    """Events without a ph and with a negative duration spread over every piece (issue 29): the split load counts and
+    places each once, as the serial load does (the pieces' records joined in file order)."""
+    events = kernels(3000)
+    for i, e in enumerate(events):
+        if i % 97 == 0:
+            del e["ph"]
+        elif i % 89 == 0:
+            e["dur"] = -1
+    path = write_trace(tmp_path / "t.json", events)
+    got, want = load_file(path, LoadOptions(cache=False, split=3)), load_file(path, LoadOptions(cache=False))
+    assert_same(got, want)
+    counts = dict(got[1].dropped.counts)
+    assert counts == {"malformed": len(range(0, 3000, 97)), "times": sum(1 for i in range(3000) if i % 89 == 0 and i % 97)}
+    assert sorted(got[1].dropped.correlation) == sorted(i for i in range(3000) if i % 97 == 0 or i % 89 == 0)

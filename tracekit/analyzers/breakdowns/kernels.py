@@ -17,7 +17,7 @@ import pandas as pd
 
 from ...model.events import EventKind, EventTable
 from ..arrays import group_bounds, group_percentiles
-from ..names import short_name
+from ..names import distinct_short_names
 from .device_scope import Scope
 from .kernel_classes import ClassRuleSet
 
@@ -130,7 +130,8 @@ def kernel_breakdown(sc: Scope, rank: int, rules: ClassRuleSet) -> tuple[KernelB
 
 def label_codes(t: EventTable, rows: np.ndarray, rules: ClassRuleSet) -> tuple[list[str], list[str], list[str], np.ndarray]:
     """(names, short names, classes) of each unique (name, kind) pair of ``rows``, and each row's pair index.
-    Names and classes are worked out once per pair, never per row."""
+    Names and classes are worked out once per pair, never per row; the short names are labels that keep two
+    different kernels of the range apart (``names.distinct_short_names``)."""
     if len(rows) == 0:
         return [], [], [], np.zeros(0, np.intp)
     kind = t["kind"][rows].astype(np.int64)
@@ -139,7 +140,7 @@ def label_codes(t: EventTable, rows: np.ndarray, rules: ClassRuleSet) -> tuple[l
     uniq, inv = _distinct(pair)
     names = [t.strings[p // width - 1] if p // width >= 1 else "" for p in uniq.tolist()]
     classes = rules.classify(names, [p % width for p in uniq.tolist()])
-    shorts = [short_name(n) for n in names]
+    shorts = distinct_short_names(names)
     return names, shorts, classes, inv
 
 

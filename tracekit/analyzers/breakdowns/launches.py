@@ -1,12 +1,18 @@
 """Launch statistics: per device activity, its runtime call (same correlation id), the launch-to-start delay and
-the call's duration against the activity's.
+the call's duration against the activity's, and whether the activity waited in its stream's queue.
 
 delay = activity start − end of its runtime call (signed: a kernel that starts before its call returns has a
-negative delay and is counted in ``negative_delays``; HTA clips those to 0). A kernel shorter than its launch
-call is **launch-bound** (kernels and communication kernels; copies and sets are not): the host cannot launch
-such kernels as fast as the device runs them. Outliers (HTA's cutoffs): a delay above ``delay_cutoff_ns``
-(100 µs) or a runtime call longer than ``runtime_cutoff_ns`` (50 µs); the ``max_outliers`` longest delays are
-listed.
+negative delay and is counted in ``negative_delays``; HTA clips those to 0). An activity is **queued** when its
+stream was still busy with earlier work (kernels, copies, sets) when its launch call returned: then most of its
+delay is the queue (``queue_us`` = time from the launch to the stream's previous work ending), healthy on a
+GPU-bound step, and only ``launch_delay_us`` = start − max(launch end, stream free) is the launch's own. An
+activity launched onto an idle stream is **idle-launched**: all its delay is launch latency. A kernel shorter
+than its launch call is **launch-bound** (kernels and communication kernels; copies and sets are not): the host
+cannot launch such kernels as fast as the device runs them. Outliers (HTA's cutoffs): an idle-launched activity
+whose delay is above ``delay_cutoff_ns`` (100 µs) -- a queued one is never a delay outlier -- or any runtime call
+longer than ``runtime_cutoff_ns`` (50 µs); the ``max_outliers`` longest delays are listed. The **queue depth**
+at a launch is the number of the range's activities launched by then and not yet started; per step, its
+maximum and mean over the step's launches.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ FRAME_COLUMNS = (
     "runtime_name",
     "runtime_us",
     "delay_us",
+    "queued",
+    "queue_us",
+    "launch_delay_us",
     "launch_bound",
 )
 
@@ -58,6 +67,8 @@ class LaunchStats:
     runtime_cutoff_ns: int = 50_000
     max_outliers: int = 20
     bound_by_short: tuple[tuple[str, int], ...] = ()  # launch-bound rows per short name, most first (ties by name)
+    stream_free_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # per row: when
+    # its stream's earlier work ended (the max end of the activities before it on its stream; INT64 min if none)
 
     @property
     def columns(self) -> dict[str, np.ndarray]:
@@ -80,7 +91,18 @@ class LaunchStats:
             "runtime_name": rt_names[rt_inv.reshape(-1)],
             "runtime_us": rdur / 1e3,
             "delay_us": (t["ts_ns"][rows] - t.end_ns[lr]) / 1e3,
+            **self._queue_columns(),
             "launch_bound": _launch_bound(t, rows, lr),
+        }
+
+    def _queue_columns(self) -> dict[str, np.ndarray]:
+        t, rows, lr = self.table, self.rows, self.launch
+        start, launched, free = t["ts_ns"][rows], t.end_ns[lr], self.stream_free_ns
+        queued = free > launched
+        return {
+            "queued": queued,
+            "queue_us": np.where(queued, np.minimum(start, free) - launched, 0) / 1e3,
+            "launch_delay_us": (start - np.maximum(launched, free)) / 1e3,
         }
 
     @property
@@ -89,7 +111,8 @@ class LaunchStats:
         return pd.DataFrame(self.columns, columns=list(FRAME_COLUMNS))
 
     def _outlier_rows(self, c: Mapping[str, np.ndarray]) -> np.ndarray:
-        hit = np.flatnonzero((c["delay_us"] > self.delay_cutoff_ns / 1e3) | (c["runtime_us"] > self.runtime_cutoff_ns / 1e3))
+        late = (c["delay_us"] > self.delay_cutoff_ns / 1e3) & ~c["queued"]
+        hit = np.flatnonzero(late | (c["runtime_us"] > self.runtime_cutoff_ns / 1e3))
         order = np.lexsort((-c["runtime_us"][hit], -c["delay_us"][hit]))  # both descending, ties in row order
         return hit[order][: self.max_outliers]
 
@@ -122,15 +145,70 @@ class LaunchStats:
                 "share": bound / n if n else 0.0,
                 "by_short_name": [{"short_name": k, "count": v} for k, v in self.bound_by_short],
             },
+            **self._queue_dict(c),
             "delay_cutoff_us": self.delay_cutoff_ns / 1e3,
             "runtime_cutoff_us": self.runtime_cutoff_ns / 1e3,
-            "delay_outliers": int((delay > self.delay_cutoff_ns / 1e3).sum()),
+            "delay_outliers": int(((delay > self.delay_cutoff_ns / 1e3) & ~c["queued"]).sum()),
             "runtime_outliers": int((c["runtime_us"] > self.runtime_cutoff_ns / 1e3).sum()),
             "outliers": outliers,
         }
 
     def to_frame(self) -> pd.DataFrame:
         return self.frame
+
+    def _queue_dict(self, c: Mapping[str, np.ndarray]) -> dict:
+        queued, n = c["queued"], len(c["queued"])
+        idle = c["delay_us"][~queued]
+        return {
+            "queued": int(queued.sum()),
+            "queued_share": float(queued.sum()) / n if n else 0.0,
+            "median_queue_us": _num(percentile(c["queue_us"][queued], 50)),
+            "idle_launched": int(n - queued.sum()),
+            "median_idle_delay_us": _num(percentile(idle, 50)),
+            "p95_idle_delay_us": _num(percentile(idle, 95)),
+            "queue_depth": queue_depth(self.table, self.rows, self.launch),
+        }
+
+
+def queue_depth(t: EventTable, rows: np.ndarray, lr: np.ndarray) -> list[dict]:
+    """Per step (the activity's), the queue depth at each of its launches -- the range's activities launched by
+    then (launch call ended) and not yet started -- as its maximum and mean; steps in number order."""
+    if len(rows) == 0:
+        return []
+    launched, start = t.end_ns[lr], t["ts_ns"][rows]
+    at = launched
+    depth = np.searchsorted(np.sort(launched), at, side="right") - np.searchsorted(np.sort(start), at, side="right")
+    depth = np.maximum(depth, 0)
+    step = t["step"][rows].astype(np.int64)
+    out = []
+    for s in np.unique(step).tolist():
+        d = depth[step == s]
+        out.append({"step": int(s), "max": int(d.max()), "mean": float(d.mean())})
+    return out
+
+
+def stream_free(t: EventTable, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``, when the earlier work on its stream ended: the maximum end of every busy activity
+    (kernels, communication, copies, sets) of the table that starts before it on the same (device, stream);
+    INT64 min where none does."""
+    none = np.iinfo(np.int64).min
+    busy = np.flatnonzero(np.isin(t["kind"], _LAUNCHED))
+    out = np.full(len(rows), none, np.int64)
+    if not len(busy) or not len(rows):
+        return out
+    key = t["device"][busy].astype(np.int64) * (1 << 40) + t["stream"][busy].astype(np.int64)
+    order = np.lexsort((busy, t["ts_ns"][busy], key))  # by stream, then start, then row
+    b, k = busy[order], key[order]
+    ends = t.end_ns[b].astype(np.int64)
+    bounds = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    before = np.full(len(b), none, np.int64)
+    for lo, hi in zip(bounds.tolist(), [*bounds[1:].tolist(), len(b)]):  # one pass per stream
+        before[lo + 1 : hi] = np.maximum.accumulate(ends[lo : hi - 1])
+    pos = np.full(len(t), -1, np.int64)
+    pos[b] = np.arange(len(b))
+    at = pos[rows]
+    out[at >= 0] = before[at[at >= 0]]
+    return out
 
 
 def _launch_bound(t: EventTable, rows: np.ndarray, lr: np.ndarray) -> np.ndarray:
@@ -159,7 +237,10 @@ def launch_stats(
     if not has.any():
         return None
     rows, lr = rows[has], lr[has]
-    names, shorts, classes, inv = label_codes(t, rows, rules)
+    names, _, classes, inv = label_codes(t, rows, rules)
+    scope_names, scope_shorts, _, _ = label_codes(t, sc.rows, rules)  # the labels the kernel breakdown shows
+    label = dict(zip(scope_names, scope_shorts))
+    shorts = [label[n] for n in names]
     bound = _launch_bound(t, rows, lr)
     return LaunchStats(
         rank,
@@ -173,6 +254,7 @@ def launch_stats(
         runtime_cutoff_ns,
         max_outliers,
         _by_short(shorts, inv[bound]),
+        stream_free(t, rows),
     )
 
 

@@ -54,6 +54,11 @@ class RankBreakdowns:
     idle: IdleBreakdown | Unavailable
     launches: LaunchStats | Unavailable
 
+    def __repr__(self) -> str:  # which breakdowns the rank has; their rows are in the *_frame() accessors
+        parts = {"kernels": self.kernels, "busy": self.busy, "idle": self.idle, "launches": self.launches}
+        have = ", ".join(k if not isinstance(v, Unavailable) else f"{k}: n/a" for k, v in parts.items())
+        return f"RankBreakdowns(rank {self.rank}, {self.device_type}: {have})"
+
     def to_dict(self) -> dict:
         k = self.kernels
         return {

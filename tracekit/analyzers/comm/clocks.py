@@ -22,6 +22,12 @@ difference clipped into it. Send/recv pairs are used only to reach ranks that no
 (a pipeline's stages): where collectives connect ranks their offsets are unchanged. Pairs in one direction
 only leave the interval open on one side: no offset with a claimed bound exists, so such a rank stays
 unaligned, with a warning.
+
+An offset claims no more than it knows (``within_bounds``): one no larger than its own spread (the estimate's
+error bound) is not applied -- the clocks agree within ±spread, and correcting by an amount the data cannot tell
+from 0 would only move every cross-rank figure by noise. It is kept as ``estimate_ns`` with ``applied`` False,
+and its rank's times stay as they are. Shifting one rank's clock by more than the spread still moves the applied
+offset by exactly the shift.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -47,6 +53,8 @@ class ClockOffset:
     # "median-ends", "clipped" (median outside the bounds), "unbounded", "reference"; "p2p-" before the first
     # three where the rank was reached over send/recv pairs
     method: str = "median-ends"
+    applied: bool = True  # False: |estimate| <= spread, the clocks agree within the spread; offset_ns is 0
+    estimate_ns: float | None = None  # the estimate itself (= offset_ns where applied)
 
     def to_dict(self) -> dict:
         return {
@@ -55,7 +63,21 @@ class ClockOffset:
             "spread_us": self.spread_ns / 1e3,
             "matched": self.matched,
             "method": self.method,
+            "applied": self.applied,
+            "estimate_us": (self.offset_ns if self.estimate_ns is None else self.estimate_ns) / 1e3,
         }
+
+
+def within_bounds(offsets: dict[int, ClockOffset]) -> dict[int, ClockOffset]:
+    """The offsets as applied: one no larger than its own spread is not (offset 0, ``applied`` False), its
+    estimate kept; the reference and the others as they are."""
+    out = {}
+    for r, o in offsets.items():
+        if o.method != "reference" and abs(o.offset_ns) <= o.spread_ns:
+            out[r] = replace(o, offset_ns=0.0, applied=False, estimate_ns=o.offset_ns)
+        else:
+            out[r] = replace(o, estimate_ns=o.offset_ns)
+    return out
 
 
 def _pair_edges(df: pd.DataFrame) -> pd.DataFrame:

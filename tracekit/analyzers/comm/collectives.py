@@ -10,26 +10,35 @@ any cross-rank number is computed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .clocks import ClockOffset, estimate_offsets
+from .clocks import ClockOffset, estimate_offsets, within_bounds
 from .instances import Instances
 from .matching import match_keys, validate
 
+_ONE_WAY = ("send", "recv", "send_recv", "broadcast", "reduce")  # the message crosses the bus once: factor 1
+_SPREAD = ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")  # (n-1)/n of it leaves each rank
+
 
 def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw = algbw × factor."""
-    if n <= 1:
-        return 1.0 if op in ("send", "recv", "broadcast", "send_recv") else 0.0
+    """nccl-tests' busbw = algbw × factor (all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all, gather,
+    scatter (n−1)/n; send/recv, broadcast, reduce 1). NaN where it is not defined: a collective op over a group
+    of unknown size (n < 1) or of one rank (no byte crosses a bus), or an op without a bus model (barrier,
+    dispatch, combine, notify, an unknown op). NaN is written null and printed —, never 0."""
+    if op in _ONE_WAY:
+        return 1.0
+    if n < 2:
+        return math.nan
     if op == "all_reduce":
         return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+    if op in _SPREAD:
         return (n - 1) / n
-    return 1.0
+    return math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +98,18 @@ def _match(cols: Mapping[str, np.ndarray]) -> tuple[np.ndarray, int, list[str]]:
     return match.astype(np.int64), len(good), msgs
 
 
-_FIGURE_COLUMNS = ("rank", "op", "start_ns", "end_ns", "bytes", "group_size", "pg_members")
+_FIGURE_COLUMNS = ("rank", "op", "start_ns", "end_ns", "bytes", "group_size", "pg_members", "pg_desc")
 
 
-def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> CrossRank:
-    """Match, align clocks, and compute wait/transfer, stragglers and bandwidth for every instance."""
+def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True, world_size: int = 0) -> CrossRank:
+    """Match, align clocks, and compute wait/transfer, stragglers and bandwidth for every instance.
+    ``world_size``: the run's, the size of the world group a trace without process groups is assumed to use."""
     # the columns the figures below read, not a copy of every instance column (at 1.25 M instances the frame of
     # all twenty, and the arrays taken back out of it for matching, were 0.6 GB at the analysis's peak)
     df = pd.DataFrame({k: inst.columns[k] for k in _FIGURE_COLUMNS})
     df["match"], matched, mismatches = _match(inst.columns) if len(df) else (np.zeros(0, np.int64), 0, [])
     offsets, clock_warnings = estimate_offsets(df, ranks) if align_clocks and len(df) else ({}, [])
+    offsets = within_bounds(offsets)  # an offset inside its own error bound is not applied
     mismatches += clock_warnings
     unaligned = [r for r in ranks if r not in offsets and (df["rank"] == r).any() and (df["match"] >= 0).any()]
     if align_clocks and unaligned and len(offsets) > 0:
@@ -134,7 +145,7 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     df.loc[m, "wait_ns"], df.loc[m, "transfer_ns"] = wait, transfer
     df["skew_ns"] = np.nan
     df.loc[m, "skew_ns"] = last - grp.transform("min")
-    df["algbw_gbps"], df["busbw_gbps"] = _bandwidth(df)
+    df["algbw_gbps"], df["busbw_gbps"] = _bandwidth(df, world_size)
     stragglers = _stragglers(df, start, m)
     wait_by_rank = {int(r): float(w) for r, w in df.groupby("rank")["wait_ns"].sum(min_count=1).items() if w == w}
     cols = dict(inst.columns)  # the instances' own arrays: only the cross-rank columns are new
@@ -146,11 +157,29 @@ def cross_rank(inst: Instances, ranks: list[int], align_clocks: bool = True) -> 
     )
 
 
-def _bandwidth(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """algbw = bytes / transfer time (GB/s = bytes/ns); busbw with the nccl-tests factor. NaN without a
-    transfer time (instance not matched across ranks) or without a size."""
+def group_sizes(df: pd.DataFrame, world_size: int = 0) -> np.ndarray:
+    """Each instance's group size n for the bus factor, from the best evidence there is: the group size the
+    trace records (``Group size``, pg_config's size), else its member ranks (pg_config's or the event's
+    ``Process Group Ranks``), else -- for a collective put on the world group because the trace names no groups
+    (``default_pg`` without members) -- the run's world size, else the number of ranks the instance was
+    matched across (a lower bound: ranks not loaded are not counted); 0 where none is known."""
     listed = np.fromiter((len(m) for m in df["pg_members"]), dtype=np.int64, count=len(df))
     n = np.where(df["group_size"] > 0, df["group_size"], listed).astype(np.int64)
+    assumed = (n <= 0) & (df["pg_desc"] == "default_pg").to_numpy() & (world_size > 1)
+    n[assumed] = world_size
+    if "match" in df and (n <= 0).any():
+        m = df["match"].to_numpy()
+        matched = df["rank"].groupby(df["match"]).transform("nunique").to_numpy()
+        take = (n <= 0) & (m >= 0)
+        n[take] = matched[take]
+    return np.maximum(n, 0)
+
+
+def _bandwidth(df: pd.DataFrame, world_size: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """algbw = bytes / transfer time (GB/s = bytes/ns); busbw with the nccl-tests factor for the group size n of
+    ``group_sizes``. NaN without a transfer time (instance not matched across ranks), without a size, or where
+    the factor is not defined (``bus_factor``): written null, never 0."""
+    n = group_sizes(df, world_size)
     t = df["transfer_ns"].where(df["transfer_ns"] > 0)
     algbw = (df["bytes"].where(df["bytes"] > 0) / t).to_numpy(dtype=np.float64)
     ops, op_of = pd.factorize(df["op"], use_na_sentinel=False)

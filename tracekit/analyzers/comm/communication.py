@@ -11,12 +11,14 @@ import numpy as np
 import pandas as pd
 
 from ...errors import EmptyWindowError
+from ...loader.classify import RuleSet
 from ...model.traceset import TraceSet
 from .collectives import CrossRank, cross_rank
-from .dimensions import dimension_map
+from .dimensions import dimension_map, dimension_warnings
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .overlap import RankOverlap, rank_overlap, restep
 from .steps import plan_steps
+from .truncation import DeviceEvents, loss_warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,7 @@ class CommOptions:
     align_clocks: bool = True
     top_unrecognised: int = 10
     window: str | None = None  # an annotation name or glob whose instances are the steps (default ProfilerStep)
+    instance: int | None = None  # with window: only this instance (nested ones counted, in start order)
     allow_empty: bool = False  # return a result without complete steps instead of raising EmptyWindowError
 
 
@@ -39,6 +42,9 @@ class CommResult:
     @property
     def instances(self) -> Instances:
         return self.cross.instances
+
+    def __repr__(self) -> str:  # one line: the tables stay in to_dict() and the frames
+        return f"CommResult({len(self.ranks)} ranks, {len(self.instances):,} collective instances, {len(self.warnings)} warnings)"
 
     def rank(self, rank: int) -> RankOverlap:
         return next(r for r in self.ranks if r.rank == rank)
@@ -56,7 +62,7 @@ class CommAnalyzer:
     def run(self, traces: TraceSet, options: CommOptions = CommOptions()) -> CommResult:
         if len(traces) == 0:
             raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
-        traces, ranks = analysed_ranks(traces, options.window)
+        traces, ranks = analysed_ranks(traces, options.window, options.instance)
         unrec = [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces]
         return combine(traces, ranks, unrec, first_times(traces), options)
 
@@ -67,14 +73,19 @@ def combine(
     unrecognised: Sequence[Sequence[UnrecognisedKernel]],
     starts: Mapping[int, int | None],
     options: CommOptions = CommOptions(),
+    device_events: Mapping[int, DeviceEvents] | None = None,
 ) -> CommResult:
     """The cross-rank half: from each rank's overlap and collective instances (``ranks``, in rank order), its
-    unrecognised kernels and its first event time (``starts``, None when it has none), the matched collectives,
-    clocks, stragglers and dimensions. ``traces`` is read for its RankInfos and metadata only, never its tables."""
+    unrecognised kernels, its first event time (``starts``, None when it has none) and its device events
+    (``device_events``: what a truncated rank kept, against the whole ranks; counted from the tables when not
+    given), the matched collectives, clocks, stragglers and dimensions. ``traces`` is read for its RankInfos and
+    metadata only, never its tables, when ``device_events`` is given."""
     _require_steps(traces, ranks, options)
     dims = dimension_map(traces, options.dim_map)
     inst = Instances.concat([r.instances for r in ranks])
-    inst = inst.with_columns(dimension=_dimensions(dims, inst))
+    libraries = comm_libraries(inst["name"])
+    inst = inst.with_columns(dimension=_dimensions(dims, inst, libraries))
+    dim_warnings = dimension_warnings(inst, libraries, inst["dimension"], dims.overrides)
     multi = len(traces) > 1
     clockless, clock_warnings = clockless_ranks(traces, starts)
     usable = [r for r in traces.ranks if r not in clockless]
@@ -82,11 +93,13 @@ def combine(
         inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
         usable,
         options.align_clocks if len(usable) > 1 else False,
+        int(traces.metadata.world_size or 0),
     )
     if clockless:
         cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
     unrec = _merge_unrecognised(unrecognised, options.top_unrecognised)
-    warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches
+    warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches + tuple(dim_warnings)
+    warnings += tuple(loss_warnings(traces, device_events))
     return CommResult(ranks, cross, unrec, multi, warnings)
 
 
@@ -95,12 +108,14 @@ def first_times(traces: TraceSet) -> dict[int, int | None]:
     return {r: int(t["ts_ns"].min()) if len(t) else None for r, t in traces}
 
 
-def analysed_ranks(traces: TraceSet, window: str | None = None) -> tuple[TraceSet, tuple[RankOverlap, ...]]:
+def analysed_ranks(
+    traces: TraceSet, window: str | None = None, instance: int | None = None
+) -> tuple[TraceSet, tuple[RankOverlap, ...]]:
     """Resolve each rank's steps (tracekit.analyzers.comm.steps) and measure them. The TraceSet returned carries the
     tables as the analysis saw them (resolved step column, dropped rows gone)."""
     tables, ranks = {}, []
     for r, table in traces:
-        plan = plan_steps(table, traces.info(r), window)
+        plan = plan_steps(table, traces.info(r), window, instance)
         tables[r] = restep(table, plan)
         ranks.append(rank_overlap(tables[r], traces.info(r), plan))
     return traces.with_tables(tables), tuple(ranks)
@@ -111,12 +126,19 @@ def _require_steps(traces: TraceSet, ranks: tuple[RankOverlap, ...], options: Co
     if options.allow_empty or any(r.complete_steps for r in ranks):
         return
     what = f"no instance of --window {options.window!r}" if options.window else "no step"
+    if options.window and options.instance is not None:
+        what = f"no instance {options.instance} of --window {options.window!r}"
     if any(r.steps for r in ranks):
         n = sum(len(r.steps) for r in ranks)
         reason = next(s.partial_reason for r in ranks for s in r.steps)
         raise EmptyWindowError(
             f"analyze: all {n} steps of {_sources(traces)} are incomplete ({reason}); nothing "
-            "whole to measure: re-export the trace or profile more steps"
+            "whole to measure: --allow-partial shows them, their figures marked partial and out of every total"
+            + (
+                "; a truncated trace is whole only when the profiler's export finishes"
+                if any(traces.info(r).truncated for r in traces.ranks)
+                else ""
+            )
         )
     raise EmptyWindowError(
         f"analyze: {what} and no events to measure in {_sources(traces)}; was the profiler "
@@ -179,15 +201,28 @@ def _unmatched(matched: Instances, rest: Instances) -> Instances:
     return Instances.concat([matched, Instances({k: cols[k] for k in matched.columns})])
 
 
-def _dimensions(dims, inst: Instances) -> np.ndarray:
-    """Each instance's dimension, resolved once per distinct (pg_name, pg_desc, pg_ranks)."""
+def _dimensions(dims, inst: Instances, libraries: np.ndarray) -> np.ndarray:
+    """Each instance's dimension, resolved once per distinct (pg_name, pg_desc, pg_ranks, library)."""
     cols = ("pg_name", "pg_desc", "pg_ranks")
     if len(inst) == 0:
         return np.empty(0, object)
-    codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols], axis=1)
+    codes = np.stack([pd.factorize(inst[c], use_na_sentinel=False)[0] for c in cols] + [pd.factorize(libraries)[0]], axis=1)
     _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    names = np.array([dims.dimension(*(inst[c][i] for c in cols[:2]), inst["pg_members"][i]) for i in first], dtype=object)
+    names = np.array(
+        [dims.dimension(inst["pg_name"][i], inst["pg_desc"][i], inst["pg_members"][i], libraries[i]) for i in first],
+        dtype=object,
+    )
     return names[inverse.reshape(-1)]
+
+
+def comm_libraries(names: np.ndarray) -> np.ndarray:
+    """The communication library of each instance's kernel by the shipped name rules ("" for none), once per
+    distinct name."""
+    if len(names) == 0:
+        return np.empty(0, object)
+    codes, uniq = pd.factorize(names)
+    libs = [r.library if r is not None else "" for r in RuleSet().match(str(u) for u in uniq)]
+    return np.array(libs, dtype=object)[codes]
 
 
 def _merge_unrecognised(per_rank, top: int) -> tuple[UnrecognisedKernel, ...]:

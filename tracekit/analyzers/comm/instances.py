@@ -28,6 +28,9 @@ class Instances:
     def __len__(self) -> int:
         return len(self.columns["start_ns"])
 
+    def __repr__(self) -> str:  # the columns stay out of a notebook cell (collectives_frame() has them)
+        return f"Instances({len(self):,} collective instances; columns {', '.join(self.columns)})"
+
     def __getitem__(self, key: str) -> np.ndarray:
         return self.columns[key]
 
@@ -55,8 +58,9 @@ class Instances:
 
 
 def nccl_bytes(in_bytes: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
-    """nccl-tests' message size: the whole buffer (all_gather's output, reduce_scatter's input)."""
-    return np.clip(np.maximum(in_bytes, out_bytes), 0, None)
+    """nccl-tests' message size: the whole buffer (all_gather's output, reduce_scatter's input); -1 where neither
+    size is known (no element count, or a dtype of unknown size): unknown, never 0 bytes."""
+    return np.maximum(np.maximum(in_bytes, out_bytes), -1)
 
 
 def instances_from_table(table: EventTable, rank: int, k: iv.Intervals, info: RankInfo | None = None) -> Instances:

@@ -34,6 +34,7 @@ class StepOverlap:
     multi_stream_comm_ns: int
     host_wall_ns: int = 0  # the host window (ProfilerStep or --window annotation)
     orphan_device_events: int = 0  # device events without a launch record placed in the step by time
+    dropped_events: int = 0  # events lost from the step: dropped by the loader or as implausible (steps.py)
     complete: bool = True
     partial_reason: str = ""
     steps_left_out: int = 0  # totals only: incomplete steps not summed
@@ -50,6 +51,7 @@ class StepOverlap:
         for key in ("idle", "memcpy", "memset", "multi_stream_comm", "host_wall"):
             d[f"{key}_us"] = getattr(self, f"{key}_ns") / 1e3
         d["orphan_device_events"] = self.orphan_device_events
+        d["dropped_events"] = self.dropped_events
         if self.step is None:
             d["steps_left_out"] = self.steps_left_out
         else:
@@ -78,6 +80,7 @@ _ADDITIVE = (
     "multi_stream_comm_ns",
     "host_wall_ns",
     "orphan_device_events",
+    "dropped_events",
 )
 
 
@@ -111,6 +114,14 @@ class RankOverlap:
     @property
     def complete_steps(self) -> tuple[StepOverlap, ...]:
         return tuple(s for s in self.steps if s.complete)
+
+    def __repr__(self) -> str:  # one line: the tables stay in to_dict() and the frames
+        t = self.totals
+        return (
+            f"RankOverlap(rank {self.rank}, {len(self.complete_steps)}/{len(self.steps)} complete steps, wall "
+            f"{t.wall_ns / 1e6:.3f} ms, comm {t.comm_ns / 1e6:.3f} ms, exposed {t.exposed_comm_ns / 1e6:.3f} ms, "
+            f"{len(self.instances):,} collectives)"
+        )
 
     def ratio_over(self, steps) -> float:
         """The overlap ratio over a subset of steps (e.g. all but the last, as HTA analyses)."""
@@ -221,6 +232,7 @@ def rank_overlap(table: EventTable, info: RankInfo, plan: StepPlan | None = None
             int(multi[i]),
             int(host_wall[i]),
             int(plan.orphans[i]),
+            0 if plan.dropped is None else int(plan.dropped[i]),
             not plan.reasons[i],
             plan.reasons[i],
         )

@@ -7,7 +7,9 @@ holds all of a step's work. The rules, in the order they apply:
 - Two windows with the same step number: the longest is the step, the others are dropped (counted).
 - A window inside another: the enclosing (outermost) window is the step and takes the nested one's events;
   a ProfilerStep that nests another is marked incomplete ("nests ..."); a ``window`` annotation nested in an
-  instance of itself (a recursive call) is simply part of the enclosing instance.
+  instance of itself (a recursive call) is part of the enclosing instance, and the warnings count the merge. With
+  ``instance`` K, the K-th instance of the annotation (all of them, nested ones too, in start order: HTA's
+  ``instance_id``) is the only window, whether or not it lies inside another.
 - Two windows that overlap without nesting: both are kept, the earlier one's host window ends where the later
   one starts (host events in the overlap belong to the later step, as the loader assigns them); both are
   marked incomplete ("overlaps ...").
@@ -15,13 +17,19 @@ holds all of a step's work. The rules, in the order they apply:
   correlation id names; device events without a launch record in the trace (launched before the profiler
   started) are placed by the window their start falls in and counted per step (``orphan_device_events``).
 - A device event of a step that starts more than a second after the last step's host window is dropped
-  (counted): a corrupt timestamp, not the step's work.
+  (counted): a corrupt timestamp, not the step's work. So is a device event (or a gloo span) of step N that ends
+  more than a second after step N+2 has both ended on the host and begun on the device (its host window's end, its
+  first device event's start): by then the device has moved on two steps, whatever the host ran ahead by. Either marks the step
+  incomplete, as does every event the loader dropped from it (``RankInfo.dropped``: placed by the step of its
+  launch, else by the window its start falls in, else -- its time unreadable -- in every step).
 - A step's device span runs from its window start to the end of its last device activity (at least its host
   window end). When the host runs ahead of a queued device (step N's device work begins only after step N-1's
   span ends), step N's span starts where step N-1's ends: until then the device was busy with step N-1, and
   counting that time twice made the steps of a device-bound run add up to more than the trace. Where the two
   steps' device work overlaps (a DDP all-reduce under the next step's kernels), the window start stands.
-- Incomplete: the step launched work and none of it is in the trace; the windows overlap or nest (above); or
+- Incomplete: the step lost events (above); its window is implausibly long (longer than twice the span of the
+  trace's starts, or ending far past the trace's last host event: the loader's bounds); the step launched work
+  and none of it is in the trace; the windows overlap or nest (above); or
   the trace is truncated and cannot be shown to hold the step whole: a truncated GPU trace never can (Kineto
   writes device activity in flush order, not time order), a CPU trace by the per-thread blocks Kineto writes
   (``_cpu_truncation``). A cut that took only the metadata trailer loses nothing.
@@ -34,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...loader.checks import PLAUSIBLE_MARGIN_NS
+from ...model.dropped import UNKNOWN_NS, short_reasons
 from ...model.events import ABSENT, DEVICE_KINDS, EventKind, EventTable
 from ...model.traceset import RankInfo
 from ..arrays import unique
@@ -56,6 +66,7 @@ class StepPlan:
     reasons: tuple[str, ...]  # per window: "" when complete, else why the trace does not hold it whole
     orphans: np.ndarray  # per window: device events without a launch record placed in it
     warnings: tuple[str, ...] = ()
+    dropped: np.ndarray | None = None  # per window: events lost from it (dropped by the loader or here); None: 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -74,11 +85,12 @@ class _Window:
     reasons: list[str]
 
 
-def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> StepPlan:
-    """Resolve ``table``'s step windows (``window``: an annotation name or glob instead of ProfilerStep)."""
+def plan_steps(table: EventTable, info: RankInfo, window: str | None = None, instance: int | None = None) -> StepPlan:
+    """Resolve ``table``'s step windows (``window``: an annotation name or glob instead of ProfilerStep; ``instance``:
+    only that instance of it, nested ones counted)."""
     warnings: list[str] = []
     who = f"rank {info.rank}"
-    windows, resolved = _candidates(table, window, who, warnings)
+    windows, resolved = _candidates(table, window, who, warnings, instance)
     n = len(table)
     if not windows:
         if window is not None or n == 0:
@@ -99,28 +111,49 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
     orphan_rows &= table["device"] >= 0  # only real device events count as orphans
     keep = np.ones(n, dtype=bool)
     late = device & (step != ABSENT) & (ts > host_end.max() + LATE_NS)  # counted in a step, absurdly late
+    late_steps = step[late]
     if late.any():
         keep &= ~late
         step = np.where(late, ABSENT, step)
         orphan_rows &= ~late
         warnings.append(
             f"{who}: dropped {int(late.sum())} device events that start more than 1 s after the last "
-            "step (a corrupt timestamp or another run); they are in no step"
+            "step (a corrupt timestamp or another run); the steps that launched them are marked incomplete"
         )
+    lost = [dict[str, int]() for _ in windows]
+    _count_rows(lost, late_steps, ids, "late")
     if len(ids) == 1 and ids[0] == -1:  # the whole trace is one window: every kept row is in it
         step = np.full(n, -1, np.int64)
     device_kind = _device_kind(table)
     pos, valid = _positions(step, ids, keep & device_kind)  # once for both per-window reductions
+    overdue = _overdue(table, step, keep, host_end, _first_device_start(table, pos, valid, len(ids)), ids)
+    if overdue.any():
+        _count_rows(lost, step[overdue], ids, "overdue")
+        keep &= ~overdue
+        step = np.where(overdue, ABSENT, step)
+        orphan_rows &= ~overdue
+        warnings.append(
+            f"{who}: dropped {int(overdue.sum())} device events (or communication spans) that end more than 1 s "
+            "after the step two later ended on the host and began on the device: an implausible duration; their "
+            "steps are marked incomplete"
+        )
+        pos, valid = _positions(step, ids, keep & device_kind)
     end = _span_end(table, pos, valid, host_end)
     span_start = span_starts(starts, end, _first_device_start(table, pos, valid, len(ids)))
     orphans = _count_by(step[orphan_rows & device_kind], ids)
     if orphans.sum():
         warnings.append(
             f"{who}: {int(orphans.sum())} device events have no launch record in the trace (launched "
-            "before the profiler started); placed by time window (HTA drops them), counted per step in "
-            "orphan_device_events"
+            "before the profiler started, or a link the loader broke as impossible); placed by time window (HTA "
+            "drops them), counted per step in orphan_device_events"
         )
     _completeness(table, info, windows, step, device & keep, end)
+    _loader_drops(table, info, lost, step, starts, host_end, ids, who, warnings)
+    _implausible_windows(table, windows)
+    for w, counts in zip(windows, lost):
+        if sum(counts.values()):
+            total = sum(counts.values())
+            w.reasons.insert(0, f"lost {total} event{'s' if total != 1 else ''} ({short_reasons(counts)})")
     return StepPlan(
         ids,
         starts,
@@ -132,6 +165,7 @@ def plan_steps(table: EventTable, info: RankInfo, window: str | None = None) -> 
         tuple("; ".join(w.reasons) for w in windows),
         orphans,
         tuple(warnings),
+        np.array([sum(c.values()) for c in lost], np.int64),
     )
 
 
@@ -154,7 +188,9 @@ def span_starts(starts: np.ndarray, ends: np.ndarray, first_device: np.ndarray) 
     return out
 
 
-def _candidates(table: EventTable, window: str | None, who: str, warnings: list[str]) -> tuple[list[_Window], bool]:
+def _candidates(
+    table: EventTable, window: str | None, who: str, warnings: list[str], instance: int | None = None
+) -> tuple[list[_Window], bool]:
     """The host windows, resolved: duplicates dropped, nested ones merged into their enclosing window,
     overlapping ones clipped; each window with the reasons it is incomplete so far. The flag says whether
     any rule had to act (then the events' steps are assigned afresh)."""
@@ -169,6 +205,13 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
         rows = rows[np.lexsort((-table["dur_ns"][rows], table["ts_ns"][rows]))]
         numbers = np.arange(len(rows), dtype=np.int64)
         label = f"the {window!r} instance at {{}} ns"  # by start: instance numbers change once nested ones merge
+        if instance is not None:  # one instance on its own, nested or not
+            if not 0 <= instance < len(rows):
+                return [], False
+            i = rows[instance]
+            return [
+                _Window(instance, int(table["ts_ns"][i]), int(table.end_ns[i]), label.format(int(table["ts_ns"][i])), [])
+            ], True
     if len(rows) == 0:
         return [], False
     starts, ends = table["ts_ns"][rows].astype(np.int64), table.end_ns[rows].astype(np.int64)
@@ -188,8 +231,8 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
         if out and w.start < out[-1].end:
             prev = out[-1]
             if w.end <= prev.end:  # an annotation nested in itself (a recursive forward) is part of its window
+                nested += 1
                 if window is None:
-                    nested += 1
                     prev.reasons.append(f"nests {w.label} (the enclosing window is the step and takes its events)")
                 continue
             overlapping += 1
@@ -200,8 +243,13 @@ def _candidates(table: EventTable, window: str | None, who: str, warnings: list[
     if window is not None:  # instances are numbered 0, 1, ... in time order once nested ones are merged
         for i, w in enumerate(out):
             w.number = i
-    if nested:
+    if nested and window is None:
         warnings.append(f"{who}: {nested} step windows nested in another; the enclosing window is the step (marked incomplete)")
+    elif nested:
+        warnings.append(
+            f"{who}: {nested} instances of {window!r} lie inside another instance and are part of it; "
+            "--instance K analyses the K-th instance (nested ones counted) on its own"
+        )
     if overlapping:
         warnings.append(
             f"{who}: {overlapping} step windows overlap the previous one; the earlier window ends "
@@ -265,6 +313,81 @@ def _device_steps(table, step, device, starts, ends, ids):
     orphan[dev[~hit]] = True
     out[dev[~hit]] = _by_window(table["ts_ns"][dev[~hit]], starts, ends, ids)
     return out, orphan
+
+
+def _count_rows(lost: list[dict[str, int]], steps: np.ndarray, ids: np.ndarray, reason: str) -> None:
+    """Add each of ``steps`` (one per lost event; -1 for none) to the window of that number in ``lost``."""
+    for i, c in enumerate(_count_by(steps, ids).tolist()):
+        if c:
+            lost[i][reason] = lost[i].get(reason, 0) + c
+
+
+def _overdue(table: EventTable, step, keep, host_end, first_device, ids) -> np.ndarray:
+    """Device events and communication spans of step N that end more than 1 s after step N+2 has ended on the host
+    and begun on the device (its host window's end, its first device event's start; the later of the two)."""
+    if len(ids) < 3:
+        return np.zeros(len(step), dtype=bool)
+    later = np.maximum(host_end[2:], np.where(first_device[2:] == np.iinfo(np.int64).max, host_end[2:], first_device[2:]))
+    bound = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
+    bound[:-2] = later + LATE_NS
+    rows = keep & table.mask_kind(*DEVICE_KINDS) & (step != ABSENT)
+    pos, valid = _positions(step, ids, rows)
+    return valid & (table.end_ns > bound[pos])
+
+
+def _loader_drops(table, info: RankInfo, lost, step, starts, host_end, ids, who: str, warnings: list[str]) -> None:
+    """Count the events the loader dropped into the windows they were lost from: the step of their launch (the
+    correlation id), else the window their start falls in; those whose time is unreadable, in every window."""
+    d = info.dropped
+    if not d or not len(ids):
+        return
+    ts = np.array(d.ts_ns, np.int64)
+    corr = np.array(d.correlation, np.int64)
+    reasons = np.array(d.reason, dtype=object)
+    rt = np.flatnonzero(table.mask_kind(EventKind.RUNTIME) & (table["correlation"] >= 0))
+    rc = table["correlation"][rt]
+    order = np.argsort(rc, kind="stable")
+    rc, rsteps = rc[order], step[rt][order]
+    where = np.full(len(ts), ABSENT, np.int64)
+    known = ts != UNKNOWN_NS
+    where[known] = _by_window(ts[known], starts, host_end, ids)
+    if len(rc) and len(corr):
+        at = np.clip(np.searchsorted(rc, corr), 0, len(rc) - 1)
+        linked = (corr >= 0) & (rc[at] == corr)
+        where[linked] = rsteps[at[linked]]
+    anywhere = {r: n for r, n in d.unplaced().items()}
+    for r in sorted(set(d.reason)):
+        _count_rows(lost, where[(reasons == r) & (known | (corr >= 0))], ids, r)
+        stray = int(np.count_nonzero((reasons == r) & ~known & (corr >= 0) & (where == ABSENT)))
+        if stray:  # a correlation that names no launch and no readable time: any step may have lost it
+            anywhere[r] = anywhere.get(r, 0) + stray
+    if anywhere:
+        for counts in lost:
+            for r, n in anywhere.items():
+                counts[r] = counts.get(r, 0) + n
+        warnings.append(
+            f"{who}: {sum(anywhere.values())} dropped events have no readable time; any step may have lost them, so "
+            "every step is marked incomplete (--allow-partial gates them anyway)"
+        )
+
+
+def _implausible_windows(table: EventTable, windows: list[_Window]) -> None:
+    """A step window the loader's bounds would refuse (``loader.checks.implausible_times``; kept there so that the
+    step is marked, not lost): longer than max(2 S, S + 1 s), S the span of the trace's starts, or ending more than
+    max(1 s, S) past the last other host event."""
+    if len(table) < 2:
+        return
+    ts = table["ts_ns"]
+    span = int(ts.max()) - int(ts.min())
+    other_host = (table["device"] < 0) & ~table.mask_kind(EventKind.STEP)
+    last = int(table.end_ns[other_host].max()) if other_host.any() else None
+    for w in windows:
+        long = w.end - w.start > max(2 * span, span + PLAUSIBLE_MARGIN_NS)
+        if long or (last is not None and w.end > last + max(PLAUSIBLE_MARGIN_NS, span)):
+            w.reasons.append(
+                f"its window is implausibly long ({(w.end - w.start) / 1e6:.6g} ms, while the trace's events start "
+                f"within {span / 1e6:.6g} ms): a corrupt duration"
+            )
 
 
 def _device_kind(table: EventTable) -> np.ndarray:

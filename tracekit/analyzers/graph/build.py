@@ -4,21 +4,22 @@ plus edges between chains (launch, host synchronisation, stream waits, gloo issu
 Node times are measured, on the reference rank's clock (the clock offsets of tracekit.analyzers.comm.clocks are
 subtracted), in ns relative to ``base_ns``. Replaying the graph (tracekit.analyzers.graph.whatif) computes, in chain
 order, ``start[j] = max(start[j-1] + dur[j-1] + gap[j], fixed[j], max over edges e into j of
-(start[src] + anchor_end * dur[src] + delay[e]))``. Every edge delay and gap is measured: the edge that bound
-a node in the trace carries the residual (a launch latency, a sync's return, a kernel-to-kernel gap), the
-others their natural minimum clipped so that none exceeds the measured start, so replaying the unchanged
-graph reproduces every measured start exactly.
+(start[src] + anchor_end * dur[src] + delay[e]))``. The input that bound each node is chosen from evidence
+(tracekit.analyzers.graph.evidence): the latest to finish, within a tolerance of the node's start; it carries the
+residual up to the measured start (a launch latency, a kernel-to-kernel gap), the others their natural delay,
+unclipped, so that an edge the measurement contradicts shows as an identity-replay error.
 
 Host threads are cut into *pieces*: the time between consecutive boundaries of the thread's ops, each
 attributed to its innermost op (the leaf that matters) or to nobody (a gap: host time too, where a data
 loader, a Python stall or an injected delay shows up). A host synchronisation is cut where the device work it
 waited for ended; the pieces before that cut are waiting (no own duration), the piece after it starts when the
-device work ends (plus the measured return latency).
+device work ends (plus the measured return latency). The same holds for the waits inferred without a sync call
+(tracekit.analyzers.graph.host_waits: scalar reads, allocator calls, gaps that end when the busy device's work
+does), each edge with the rule that found it.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import warnings
 
 import numpy as np
@@ -26,10 +27,14 @@ import numpy as np
 from ...errors import EmptyWindowError
 from ...model.events import EventKind, EventTable
 from ...model.traceset import TraceSet
+from .evidence import residuals
 from .host_edges import autograd_waits, gloo_issues, gloo_waits, host_syncs, lookup, piece_at, pieces, stream_waits
+from .host_waits import call_waits, gap_waits
 from .structure import (
+    ALLOCATOR,
     ARRIVE,
     BARRIER_CHAIN,
+    BLOCKING_CALL,
     CHAIN_GAP_KIND,
     COMPUTE,
     DEVICE_CHAIN,
@@ -38,7 +43,9 @@ from .structure import (
     GLOO_WAIT,
     HOST,
     HOST_CHAIN,
+    HOST_GAP,
     HOST_KINDS,
+    HOST_SYNC_CALLS,
     IDLE,
     ISSUE,
     KINDS,
@@ -46,8 +53,10 @@ from .structure import (
     MEMCPY,
     NEG,
     RELEASE,
+    SCALAR_READ,
     STREAM_WAIT,
     SYNC,
+    SYNC_CALL,
     TRANSFER,
     WAIT,
     WORKER_CHAIN,
@@ -55,6 +64,7 @@ from .structure import (
     Window,
 )
 from .structure import Parts as _Parts
+from .windows import plan_windows, window_nodes
 
 __all__ = [
     "ARRIVE",
@@ -87,22 +97,25 @@ __all__ = [
 def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Graph:
     """The graph of the whole trace set. ``windows``: None for ProfilerStep#N windows, or the name of an
     annotation whose instances (in time order, numbered from 0) are the windows. ``comm``: a CommResult
-    (tracekit.analyzers.comm.communication) to reuse; computed when None."""
-    from ..comm.communication import CommAnalyzer
+    (tracekit.analyzers.comm.communication) to reuse, run with the same ``window``; computed when None. The step
+    windows are the analysis' (tracekit.analyzers.graph.windows): each ends where the step's device work does."""
+    from ..comm.communication import CommAnalyzer, CommOptions
 
-    comm = comm if comm is not None else CommAnalyzer().run(traces)
+    comm = comm if comm is not None else CommAnalyzer().run(traces, CommOptions(window=windows, allow_empty=True))
     offsets = {o.rank: int(round(o.offset_ns)) for o in comm.cross.offsets}
     base = min((int(t["ts_ns"].min()) - offsets.get(r, 0) for r, t in traces if len(t)), default=0)
     parts = _Parts()
     notes: list[str] = []
     comm_nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # rank -> (rows, W ids, T ids)
-    rank_windows: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    rank_windows: list[tuple] = []  # (rank, step ids, starts, host ends, ends, complete)
     shifts = {r: base + offsets.get(r, 0) for r in traces.ranks}
+    plans = {r.rank: r.plan for r in comm.ranks if r.plan is not None}
     for r, table in traces:
         shift = shifts[r]
-        built = _rank(parts, r, table, traces.info(r).device_type, shift, windows, notes)
-        comm_nodes[r] = built[0]
-        rank_windows.append((r, *built[1]))
+        step = plans[r].step if r in plans and len(plans[r].step) == len(table) else table["step"]  # the analysis' steps
+        comm_nodes[r] = _rank(parts, r, table, traces.info(r).device_type, shift, notes, step)
+        if r in plans:
+            rank_windows.append((r, *plan_windows(plans[r], shift)))
     _cross_rank(parts, comm, comm_nodes, traces)
     g = _assemble(parts, rank_windows, base, shifts, notes)
     for note in notes:
@@ -110,26 +123,60 @@ def build_graph(traces: TraceSet, windows: str | None = None, comm=None) -> Grap
     return g
 
 
-def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, windows: str | None, notes: list[str]):
-    ts, end, kind, dev, lane = t["ts_ns"] - shift, t.end_ns - shift, t["kind"], t["device"], t["stream"]
+def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, notes: list[str], step: np.ndarray):
+    ts, end, dev, lane = t["ts_ns"] - shift, t.end_ns - shift, t["device"], t["stream"]
     dev_rows = np.flatnonzero(t.mask_kind(*DEVICE_NODE_KINDS) & (dev >= 0))
     worker_rows = np.flatnonzero(t.mask_kind(EventKind.COMM) & (dev < 0))
     workers = np.unique(lane[worker_rows])
     host_rows = np.flatnonzero(t.mask_kind(*HOST_KINDS) & (dev < 0) & ~np.isin(lane, workers) & (t["dur_ns"] > 0))
     # device streams and gloo worker threads: one node per activity (a collective: arrival W + transfer T)
-    d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows)
-    syncs, more_syncs = host_syncs(t, ts, end, host_rows, d_rows, _end_node(d_ids, t_ids))
+    d_ids, w_ids, t_ids, d_rows = _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows, step)
+    d_end = _end_node(d_ids, t_ids)
+    syncs, more_syncs = host_syncs(t, ts, end, host_rows, d_rows, d_end)
+    sync_rule = np.where(_name_matches(t, syncs[3], HOST_SYNC_CALLS), SYNC_CALL, BLOCKING_CALL)
+    on_dev = dev[d_rows] >= 0  # device activities (not gloo worker spans)
+    scalar, alloc = call_waits(t, ts, end, host_rows, d_rows[on_dev], d_end[on_dev])
+    scalar = _new_cuts(syncs, scalar, ts)
+    alloc = _new_cuts(tuple(np.concatenate([a, b]) for a, b in zip(syncs, scalar)), alloc, ts)
     waited_gloo, idle_gloo = gloo_waits(t, ts, end, host_rows, d_rows, t_ids)
     ag_lane, ag_from, ag_cut, ag_engine, ag_first = autograd_waits(t, ts, end, host_rows)
-    cuts = np.concatenate([syncs[1], waited_gloo[1], ag_cut])
-    cut_lane = np.concatenate([syncs[2], waited_gloo[2], ag_lane])
-    call_rows = np.concatenate([syncs[3], waited_gloo[3]])
-    pid, pstart, plane = pieces(
-        parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type, waits=(ag_lane, ag_from, ag_cut)
-    )
+    gaps = gap_waits(t, ts, end, host_rows, d_rows[on_dev], d_end[on_dev], exclude=(ag_lane, ag_from, ag_cut))
+    calls = [syncs, scalar, alloc, waited_gloo]
+    cuts = np.concatenate([c[1] for c in calls] + [ag_cut, gaps[1]])
+    cut_lane = np.concatenate([c[2] for c in calls] + [ag_lane, gaps[2]])
+    call_rows = np.concatenate([c[3] for c in calls])
+    waits = (np.concatenate([ag_lane, gaps[2]]), np.concatenate([ag_from, gaps[3]]), np.concatenate([ag_cut, gaps[1]]))
+    pid, pstart, plane = pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_type, waits=waits)
     _autograd_edges(parts, pid, pstart, plane, ag_lane, ag_from, ag_cut, ag_engine, ag_first)
-    # launches: runtime call (host piece at its start) -> device activity with the same correlation
-    corr = t["correlation"]
+    _launch_edges(parts, r, t, ts, host_rows, d_rows, d_ids, pid, pstart, plane, notes, len(dev_rows))
+    # host waits for the device: device end -> the piece that starts where the wait was cut
+    zero = np.zeros(1, np.int64)
+    host_waits = (
+        (syncs[:3], zero, SYNC, sync_rule),
+        (scalar[:3], zero, SYNC, SCALAR_READ),
+        (alloc[:3], zero, SYNC, ALLOCATOR),
+        (gaps[:3], zero, SYNC, HOST_GAP),
+        (waited_gloo[:3], zero, GLOO_WAIT, -1),
+        (more_syncs[:3], more_syncs[3], SYNC, -1),
+        (idle_gloo[:3], zero, GLOO_WAIT, -1),
+    )
+    for (dep_node, cut, cl), natural, etype, rule in host_waits:
+        if len(cut):
+            dst = piece_at(pid, pstart, plane, cl, cut)
+            ok = dst >= 0
+            ok[ok] = pstart[dst[ok] - pid[0]] == cut[ok]  # a piece starts there (not past the thread's last op)
+            rules = np.broadcast_to(rule, cut.shape)[ok]
+            parts.add_edges(dep_node[ok], dst[ok], True, np.broadcast_to(natural, cut.shape)[ok], etype, rules)
+    stream_waits(parts, t, ts, end, d_rows, d_ids, d_end)
+    gloo_issues(parts, t, host_rows, worker_rows, d_rows, d_ids, w_ids, pid, pstart, plane, ts)
+    comm_rows = d_rows[t_ids >= 0]
+    return comm_rows, w_ids[t_ids >= 0], t_ids[t_ids >= 0]
+
+
+def _launch_edges(parts, r, t, ts, host_rows, d_rows, d_ids, pid, pstart, plane, notes, n_device) -> None:
+    """Runtime call (the host piece at its start) -> device activity with the same correlation; the natural delay
+    is the rank's smallest positive launch latency (a collective's launch leads to its arrival W)."""
+    corr, kind, lane = t["correlation"], t["kind"], t["stream"]
     launch_rows = host_rows[kind[host_rows] == EventKind.RUNTIME]
     lr = launch_rows[corr[launch_rows] >= 0]
     d_corr = corr[d_rows]
@@ -140,34 +187,32 @@ def _rank(parts: _Parts, r: int, t: EventTable, device_type: str, shift: int, wi
     ok &= corr[lr][order][pos] == d_corr if len(lr) else np.zeros(len(d_rows), bool)
     src_row = lr[order][pos[ok]]
     src_piece = piece_at(pid, pstart, plane, lane[src_row], ts[src_row])
-    dst_node = d_ids[ok]
-    lat = ts[d_rows[ok]] - ts[src_row]  # a collective's launch leads to its arrival W, which starts with it
+    lat = ts[d_rows[ok]] - ts[src_row]
     natural = np.full(len(lat), int(np.min(lat[lat > 0])) if (lat > 0).any() else 0)
     keep = src_piece >= 0
-    parts.add_edges(src_piece[keep], dst_node[keep], False, natural[keep], LAUNCH)
-    if len(dev_rows) and not len(lr):
+    parts.add_edges(src_piece[keep], d_ids[ok][keep], False, natural[keep], LAUNCH)
+    if n_device and not len(lr):
         notes.append(f"rank {r}: no launch correlations between host and device; device activities have no launch edges")
-    # host waits for the device: device end -> the piece that starts where the wait was cut
-    zero = np.zeros(1, np.int64)
-    waits = (
-        (syncs[:3], zero, SYNC),
-        (waited_gloo[:3], zero, GLOO_WAIT),
-        (more_syncs[:3], more_syncs[3], SYNC),
-        (idle_gloo[:3], zero, GLOO_WAIT),
-    )
-    for (dep_node, cut, cl), natural, etype in waits:
-        if len(cut):
-            dst = piece_at(pid, pstart, plane, cl, cut)
-            ok = dst >= 0
-            ok[ok] = pstart[dst[ok] - pid[0]] == cut[ok]  # a piece starts there (not past the thread's last op)
-            parts.add_edges(dep_node[ok], dst[ok], True, np.broadcast_to(natural, cut.shape)[ok], etype)
-    stream_waits(parts, t, ts, end, d_rows, d_ids, _end_node(d_ids, t_ids))
-    gloo_issues(parts, t, host_rows, worker_rows, d_rows, d_ids, w_ids, pid, pstart, plane, ts)
-    win = _windows(t, ts, end, windows, pid, pstart, plane)
-    if windows is None and not len(win[0]) and len(pid):
-        win = _whole_trace_window(pid, pstart, plane, parts)
-    comm_rows = d_rows[t_ids >= 0]
-    return (comm_rows, w_ids[t_ids >= 0], t_ids[t_ids >= 0]), win
+
+
+def _name_matches(t: EventTable, rows: np.ndarray, pattern) -> np.ndarray:
+    hits = np.array([bool(pattern.match(s)) for s in t.strings] + [False], bool)
+    nid = t["name_id"][rows]
+    return hits[np.where(nid < 0, len(t.strings), nid)]
+
+
+def _new_cuts(taken, found, ts):
+    """``found`` (dep, cut, thread, row) without the cuts already in ``taken`` (a scalar read's own sync call) and
+    once per (thread, cut) (``aten::item`` and the ``aten::_local_scalar_dense`` inside it wait for the same end)."""
+    if not len(found[1]):
+        return found
+    seen = set(zip(taken[2].tolist(), taken[1].tolist()))
+    keep = np.zeros(len(found[1]), bool)
+    for i in np.argsort(-ts[found[3]], kind="stable").tolist():  # the innermost call (latest start) waits, not its callers
+        key = (int(found[2][i]), int(found[1][i]))
+        keep[i] = key not in seen
+        seen.add(key)
+    return tuple(x[keep] for x in found)
 
 
 def _autograd_edges(parts: _Parts, pid, pstart, plane, lane, gap_from, cut, engine, first) -> None:
@@ -191,7 +236,7 @@ def parts_start(parts: _Parts, ids: np.ndarray) -> np.ndarray:
     return starts[ids]
 
 
-def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
+def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows, step):
     """Nodes of device streams and gloo worker threads, one chain per (device, stream) or worker thread. A
     communication activity becomes two nodes: its arrival W (no duration) and its transfer T."""
     rows = np.concatenate([dev_rows, worker_rows])
@@ -226,6 +271,7 @@ def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
         rank=np.full(total, r),
         row=rows[owner],
         dimension=np.full(total, "", object),
+        step=np.asarray(step)[rows][owner].astype(np.int64),
     )
     node_main = ids[first_of]  # W for comm, the node itself otherwise
     w_ids = np.where(is_comm, node_main, -1)
@@ -237,50 +283,6 @@ def _device_nodes(parts, r, t, ts, end, dev_rows, worker_rows):
 
 def _end_node(d_ids, t_ids):
     return np.where(t_ids >= 0, t_ids, d_ids)
-
-
-def _windows(t, ts, end, windows, pid, pstart, plane):
-    if windows is None:
-        m = t.mask_kind(EventKind.STEP)
-        ids = t["step"][m].astype(np.int64)
-    else:  # as the analysis' --window (analyzers.comm.steps): exact name or glob, nested instances merged
-        m = _outermost(t, ts, end, (t["device"] < 0) & np.isin(t["name_id"], _matching_ids(t, windows)))
-        ids = np.argsort(np.argsort(ts[m], kind="stable"), kind="stable").astype(np.int64)
-    rows = np.flatnonzero(m)
-    _, first = np.unique(ids, return_index=True)
-    rows, ids = rows[first], ids[first]
-    lanes = t["stream"][rows]
-    s_node = piece_at(pid, pstart, plane, lanes, ts[rows])
-    e_node = piece_at(pid, pstart, plane, lanes, end[rows] - 1)
-    ok = (s_node >= 0) & (e_node >= 0)
-    return ids[ok], s_node[ok], e_node[ok], ts[rows][ok], end[rows][ok]
-
-
-def _matching_ids(t: EventTable, name: str) -> np.ndarray:
-    return np.array([i for i, s in enumerate(t.strings) if s == name or fnmatch.fnmatchcase(s, name)], np.int32)
-
-
-def _outermost(t: EventTable, ts: np.ndarray, end: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``m`` without the instances that lie inside an earlier (or longer, same-start) one: a window nested in
-    another is part of it, as in the analysis' step plan."""
-    rows = np.flatnonzero(m)
-    rows = rows[np.lexsort((-(end[rows] - ts[rows]), ts[rows]))]
-    reach = np.maximum.accumulate(end[rows]) if len(rows) else end[rows]
-    inside = np.zeros(len(rows), bool)
-    inside[1:] = end[rows][1:] <= reach[:-1]
-    out = np.zeros(len(m), bool)
-    out[rows[~inside]] = True
-    return out
-
-
-def _whole_trace_window(pid, pstart, plane, parts: _Parts):
-    """No ProfilerStep: one window (step -1) over the busiest host thread, from its first to its last op."""
-    lanes, counts = np.unique(plane, return_counts=True)
-    on = np.flatnonzero(plane == lanes[np.argmax(counts)])
-    a, b = pid[on[0]], pid[on[-1]]
-    end = int(pstart[on[-1]] + np.concatenate([n["dur"] for n in parts.nodes])[b])
-    one = np.ones(1, np.int64)
-    return -one, one * a, one * b, one * int(pstart[on[0]]), one * end
 
 
 def _cross_rank(parts: _Parts, comm, comm_nodes, traces: TraceSet) -> None:
@@ -320,6 +322,7 @@ def _cross_rank(parts: _Parts, comm, comm_nodes, traces: TraceSet) -> None:
         rank=np.full(k, -1),
         row=np.full(k, -1),
         dimension=np.full(k, "", object),
+        step=np.full(k, -1, np.int64),
     )
     parts.add_edges(w_of[ok], bar[m_of], False, 0, ARRIVE)
     parts.add_edges(bar[m_of], t_of[ok], False, 0, RELEASE)
@@ -339,10 +342,11 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
     # transfer nodes start at the last arrival: W keeps the arrival, T = [max(arrival, last), end]
     e = {
         k: np.concatenate([x[k] for x in parts.edges]) if parts.edges else np.empty(0, np.int64)
-        for k in ("src", "dst", "anchor_end", "delay", "etype")
+        for k in ("src", "dst", "anchor_end", "delay", "etype", "rule")
     }
     if not parts.edges:
-        e["anchor_end"], e["etype"] = e["anchor_end"].astype(bool), e["etype"].astype(np.int8)
+        e["anchor_end"] = e["anchor_end"].astype(bool)
+        e["etype"], e["rule"] = e["etype"].astype(np.int8), e["rule"].astype(np.int8)
     start, dur = cols["start"].astype(np.int64), cols["dur"].astype(np.int64)
     rel = e["etype"] == RELEASE
     if rel.any():
@@ -359,13 +363,10 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
     start, dur = start[order], dur[order]
     src, dst = inv[e["src"]], inv[e["dst"]]
     info = np.array(parts.chain_info, np.int64).reshape(-1, 3)
-    gap, delay, fixed = _residuals(chain, start, dur, src, dst, e["anchor_end"], e["delay"])
+    gap, delay, resid, fixed, bind = residuals(chain, start, dur, src, dst, e["anchor_end"], e["delay"])
     fixed[info[chain, 0] == BARRIER_CHAIN] = NEG  # a barrier is only where its last peer arrives
-    wins = tuple(
-        Window(int(s), r, int(inv[a]), int(inv[b]), int(ms), int(me))
-        for r, ids, sn, en, ws, we in rank_windows
-        for s, a, b, ms, me in zip(ids, sn, en, ws, we)
-    )
+    rank = cols["rank"][order].astype(np.int64)
+    wins = window_nodes(rank_windows, rank, start, dur, info[:, 0], chain, cols["step"][order])
     return Graph(
         chain,
         start,
@@ -373,7 +374,7 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
         gap,
         fixed,
         cols["kind"][order].astype(np.int8),
-        cols["rank"][order].astype(np.int64),
+        rank,
         cols["row"][order].astype(np.int64),
         cols["dimension"][order],
         info[:, 0],
@@ -384,38 +385,11 @@ def _assemble(parts: _Parts, rank_windows, base, shifts, notes) -> Graph:
         e["anchor_end"],
         delay,
         e["etype"],
+        resid,
+        e["rule"],
+        bind,
         wins,
         base,
         shifts,
         tuple(notes),
     )
-
-
-def _residuals(chain, start, dur, src, dst, anchor_end, natural):
-    """Measured gaps and delays: the binding input of each node (the largest natural candidate; the chain edge
-    on ties) gets the residual up to the node's measured start; the others keep their natural delay clipped to
-    it. A chain's first node without any input has a fixed start (its measured one)."""
-    n = len(chain)
-    first = np.ones(n, bool)
-    first[1:] = chain[1:] != chain[:-1]
-    prev_end = np.empty(n, np.int64)
-    prev_end[1:] = start[:-1] + dur[:-1]
-    chain_cand = np.where(first, NEG, prev_end)
-    anchor = start[src] + np.where(anchor_end, dur[src], 0)
-    cand = anchor + natural
-    best = np.full(n, NEG, np.int64)
-    np.maximum.at(best, dst, cand)
-    edge_binds = (cand >= best[dst]) & (cand > chain_cand[dst])
-    # one binding edge per node: the first of the maximal ones
-    eb = np.flatnonzero(edge_binds)
-    _, firsts = np.unique(dst[eb], return_index=True)
-    bind = np.zeros(len(src), bool)
-    bind[eb[firsts]] = True
-    delay = np.where(bind, start[dst] - anchor, np.minimum(natural, start[dst] - anchor))
-    has_edge_bind = np.zeros(n, bool)
-    has_edge_bind[dst[bind]] = True
-    gap = np.where(first, 0, np.where(has_edge_bind, np.minimum(0, start - chain_cand), start - chain_cand))
-    has_input = np.zeros(n, bool)
-    has_input[dst] = True
-    fixed = np.where(first & ~has_input, start, NEG)  # where a chain starts unprompted (the trace's beginning)
-    return gap.astype(np.int64), delay.astype(np.int64), fixed.astype(np.int64)

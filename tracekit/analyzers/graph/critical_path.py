@@ -1,12 +1,13 @@
 """The critical path of each step: the longest dependency chain through the graph (tracekit.analyzers.graph.build)
 from the step's start to its end, over all ranks, split by kind (compute, comm_transfer, comm_wait, host,
-memcpy, idle) and by parallel dimension, with its segments and a one-line verdict.
+memcpy, idle) and by parallel dimension, with its segments and a one-line verdict (path_result.py).
 
-The path is walked back from the latest window end of the step: at each node, the input that bound its start
-in the trace (the previous node of its chain, an edge, or its fixed start) is followed; the residual of that
-input (a launch latency, a sync's return, a kernel-to-kernel gap) is a segment of its own. The walk stops at
-the earliest window start of the step, so the segments add up to the step's measured time. Crossing a
-collective's barrier to the last rank to arrive is how the path changes rank.
+The path is walked back from the latest window end of the step (where the step's device work ends: the
+summary's ``wall_us``): at each node, the input that bound its start in the trace (evidence.py: the previous node
+of its chain, an edge, or nothing) is followed; the gap after that input (a launch latency, a kernel-to-kernel
+gap) is a segment of its own, *unexplained* when larger than the tolerance. The walk stops at the earliest window
+start of the step, so the segments add up to the step's measured time. Crossing a collective's barrier to the
+last rank to arrive is how the path changes rank.
 """
 
 from __future__ import annotations
@@ -14,17 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from ...loader.decode import gc_paused  # hundreds of thousands of segment tuples: no cycles to collect
 from ...model.traceset import TraceSet
+from .. import intervals as iv
 from .build import (
     ARRIVE,
     BARRIER_CHAIN,
     CHAIN_GAP_KIND,
+    DEVICE_CHAIN,
     EDGE_KIND,
     HOST_CHAIN,
     IDLE,
@@ -38,125 +41,13 @@ from .build import (
     build_graph,
 )
 from .host_edges import sorted_unique
+from .path_result import CriticalPaths, Crossing, Segment, StepPath
+from .structure import TOLERANCE_NS, WAIT_RULES
 from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
 REBIND_ALL = 8  # under a what-if, a step of more than 1/REBIND_ALL of the graph's nodes is rebound whole
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
-
-
-class Segment(NamedTuple):
-    """One stretch of the path. A named tuple rather than a frozen dataclass: a long step has hundreds of thousands
-    of segments, and a frozen dataclass's __init__ (one object.__setattr__ per field) cost ~3 µs each."""
-
-    rank: int
-    lane: str  # "thread 123", "stream 7", "gloo thread 9" or "" for residuals between ranks
-    name: str
-    start_ns: int  # on the reference rank's clock, absolute
-    dur_ns: int
-    kind: str
-    dimension: str = ""
-
-    def to_dict(self) -> dict:
-        d = {
-            "rank": self.rank,
-            "lane": self.lane,
-            "name": self.name,
-            "start_us": self.start_ns / 1e3,
-            "dur_us": self.dur_ns / 1e3,
-            "kind": self.kind,
-        }
-        if self.dimension:
-            d["dimension"] = self.dimension
-        return d
-
-
-@dataclass(frozen=True, slots=True)
-class Crossing:
-    """The path leaves rank ``from_rank`` at a collective for ``to_rank``, the last to arrive."""
-
-    from_rank: int
-    to_rank: int
-    name: str
-    dimension: str
-    wait_ns: int  # how long from_rank waited in the collective for to_rank
-
-
-@dataclass(frozen=True, slots=True)
-class StepPath:
-    step: int
-    length_ns: int
-    by_kind_ns: dict[str, int]
-    by_dimension_ns: dict[str, int]
-    by_rank_kind_ns: dict[tuple[int, str], int]
-    by_collective_ns: dict[str, int]  # "dimension op" -> transfer on the path (e.g. "tp all_gather")
-    segments: tuple[Segment, ...]
-    crossings: tuple[Crossing, ...]
-
-    @property
-    def verdict(self) -> str:
-        return f"step {self.step}: " + _shares(self.length_ns, self.by_rank_kind_ns, self.by_collective_ns, self.crossings)
-
-    def to_dict(self) -> dict:
-        return {
-            "step": self.step,
-            "length_us": self.length_ns / 1e3,
-            "by_kind": {k: self.by_kind_ns.get(k, 0) / 1e3 for k in KINDS},
-            "by_dimension": {k: v / 1e3 for k, v in sorted(self.by_dimension_ns.items())},
-            "by_collective": {k: v / 1e3 for k, v in sorted(self.by_collective_ns.items())},
-            "verdict": self.verdict,
-            "segments": [s.to_dict() for s in self.segments],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class CriticalPaths:
-    steps: tuple[StepPath, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def verdict(self) -> str:
-        """What bounds the run: the kinds summed over the steps."""
-        if not self.steps:
-            return "no steps"
-        total = sum(s.length_ns for s in self.steps)
-        rk: dict[tuple[int, str], int] = {}
-        dims: dict[str, int] = {}
-        for s in self.steps:
-            for k, v in s.by_rank_kind_ns.items():
-                rk[k] = rk.get(k, 0) + v
-            for k2, v in s.by_collective_ns.items():
-                dims[k2] = dims.get(k2, 0) + v
-        cross = tuple(c for s in self.steps for c in s.crossings)
-        n = len(self.steps)
-        return f"{n} step{'s' if n != 1 else ''}: " + _shares(total, rk, dims, cross)
-
-    def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "steps": [s.to_dict() for s in self.steps], "notes": list(self.notes)}
-
-
-def _shares(total: int, by_rank_kind: dict[tuple[int, str], int], colls: dict[str, int], crossings: Sequence[Crossing]) -> str:
-    """ "61 % compute on rank 2, 22 % tp all_gather transfer on rank 2, 8 % host on rank 3; the path waits for
-    rank 3 at 4 collectives (...)": the five largest (rank, kind) shares of the path, those under 1 % left out."""
-    if total <= 0:
-        return "empty"
-    labels = {"idle": "idle (gaps between device work)", "comm_wait": "waiting in collectives", "memcpy": "memcpy/memset"}
-    if colls:
-        d, _ = max(colls.items(), key=lambda kv: kv[1])
-        labels["comm_transfer"] = f"{d} transfer" if len(colls) == 1 else f"transfer (most in {d})"
-    parts = []
-    for (r, k), v in sorted(by_rank_kind.items(), key=lambda kv: -kv[1]):
-        pct = round(100 * v / total)
-        if pct >= 1:
-            parts.append(f"{pct} % {labels.get(k, k)}" + (f" on rank {r}" if r >= 0 else ""))
-    text = ", ".join(parts[:5]) + (f" and {len(parts) - 5} smaller shares" if len(parts) > 5 else "")
-    if crossings:
-        late: dict[int, int] = {}
-        for c in crossings:
-            late[c.to_rank] = late.get(c.to_rank, 0) + c.wait_ns
-        r, w = max(late.items(), key=lambda kv: kv[1])
-        n = sum(1 for c in crossings if c.to_rank == r)
-        text += f"; the path waits for rank {r} at {n} collective{'s' if n > 1 else ''} ({w / 1e3:,.1f} µs of waiting)"
-    return text
+__all__ = ["CriticalPathAnalyzer", "CriticalPaths", "Crossing", "Segment", "StepPath", "critical_paths"]
 
 
 def critical_paths(
@@ -170,12 +61,12 @@ def critical_paths(
     for w in g.windows:
         steps.setdefault(w.step, []).append(w)
     if not specs:
-        b = _Binding(g, g.start, g.dur)
+        b = _Binding(g, g.start, g.dur, g.bind)
         return CriticalPaths(tuple(_walk(g, b, names, s, ws) for s, ws in sorted(steps.items())), g.notes)
     dur, notes = scaled_durations(g, traces, [x if isinstance(x, Spec) else Spec.parse(x) for x in specs])
     out = []
     index = ReplayIndex(g)
-    measured = _Binding(g, g.start, g.dur)
+    measured = _Binding(g, g.start, g.dur, g.bind)
     start, d, bind = g.start.copy(), g.dur.copy(), measured.bind.copy()  # the measured graph, a step replayed in it
     for step, ws in sorted(steps.items()):
         lo, hi = min(w.start_ns for w in ws), max(w.end_ns for w in ws)
@@ -218,7 +109,7 @@ class _Binding:
     """For each node, which input bound its start (measured, or replayed): -1 chain, -2 fixed, else the edge."""
 
     def __init__(self, g: Graph, start: np.ndarray, dur: np.ndarray, bind: np.ndarray | None = None) -> None:
-        self.start, self.dur = start, dur
+        self.g, self.start, self.dur = g, start, dur
         if bind is not None:
             self.bind = bind
             return
@@ -236,6 +127,10 @@ class _Binding:
             edge[g.dst[order]] = order  # last write per node wins: the latest source
         self.bind = np.where(chain_ok, -1, np.where(edge >= 0, edge, -2))
 
+    def device_first(self, j: int) -> bool:
+        """Where a host piece and a device activity end together, the path starts at the device."""
+        return bool(self.g.chain_type[self.g.chain[j]] != HOST_CHAIN)
+
     def run_first(self, j: int) -> int:
         """The first node of ``j``'s run of chain bindings (the walk goes down a run in one vectorised stretch),
         found by looking back in growing strides: a run's length, not the chain's. A chain's first node is
@@ -252,8 +147,10 @@ class _Binding:
 
 
 # segment labels other than a node's own name (index into _LABELS; -1: the node's name)
-_GAP, _BEFORE = 0, 1
-_LABELS = ("(gap)", "(before the first event)") + tuple(_EDGE_NAMES.get(et, "(dependency)") for et in range(len(EDGE_KIND)))
+_GAP, _BEFORE, _TAIL, _EDGE0 = 0, 1, 2, 3
+_LABELS = ("(gap)", "(no recorded input)", "(after the last activity)") + tuple(
+    _EDGE_NAMES.get(et, "(dependency)") for et in range(len(EDGE_KIND))
+)
 _LANE_WORDS = ("thread", "stream", "gloo thread", "")
 
 
@@ -264,6 +161,7 @@ class _Names:
         self.g = g
         self.tables = dict(traces.tables)
         self._strings: dict[int, np.ndarray] = {}
+        self._busy: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _decoded(self, r: int, column: str, rows: np.ndarray) -> np.ndarray:
         """``t.string(t[column][row]) or ""`` for each row of rank r's table."""
@@ -300,6 +198,15 @@ class _Names:
                 out[on] = self._decoded(r, "coll_op_id", row[on])
         return out
 
+    def device_busy(self, w) -> int:
+        """The union of the measured device activity of window ``w``'s rank inside the window (ns)."""
+        u = self._busy.get(w.rank)
+        if u is None:
+            g = self.g
+            on = (g.rank == w.rank) & (g.chain_type[g.chain] == DEVICE_CHAIN) & (g.dur > 0)
+            u = self._busy[w.rank] = iv.union(g.start[on], g.start[on] + g.dur[on])
+        return int(iv.length_in_windows(u, np.array([w.start_ns]), np.array([w.end_ns]))[0])
+
     def node(self, j: int) -> str:
         return str(self.nodes(np.array([j]))[0])
 
@@ -319,17 +226,19 @@ class _Names:
 
 class _Segs:
     """Segments as they are found walking back (latest first), in numpy chunks: node (whose name, lane and
-    dimension they carry; -1 for none), label (-1: the node's own name), rank, start, end, kind."""
+    dimension they carry; -1 for none), label (-1: the node's own name), rank, start, end, kind, unexplained."""
 
     def __init__(self) -> None:
         self.chunks: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, node, lane_node, label, rank, s, e, kind) -> None:
-        self.chunks.append(tuple(np.atleast_1d(np.asarray(x, np.int64)) for x in (node, lane_node, label, rank, s, e, kind)))
+    def add(self, node, lane_node, label, rank, s, e, kind, unexplained=0) -> None:
+        cols = (node, lane_node, label, rank, s, e, kind, unexplained)
+        n = max(np.size(x) for x in cols)
+        self.chunks.append(tuple(np.broadcast_to(np.asarray(x, np.int64), (n,)) for x in cols))
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         if not self.chunks:
-            return tuple(np.empty(0, np.int64) for _ in range(7))
+            return tuple(np.empty(0, np.int64) for _ in range(8))
         return tuple(np.concatenate(c)[::-1] for c in zip(*self.chunks))
 
 
@@ -338,12 +247,14 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
     or stream's consecutive pieces) are taken in one vectorised stretch; only the edges between chains are
     followed one by one."""
     start, dur = b.start, b.dur
-    start_t = min(int(start[w.start_node]) for w in wins)
-    end_w = max(wins, key=lambda w: int(start[w.end_node] + dur[w.end_node]))
-    j = end_w.end_node
+    start_t = min(w.start_ns for w in wins)
+    ends = [(int(start[n] + dur[n]) + w.tail_ns, int(start[n] + dur[n]), n, w) for w in wins for n in w.end_nodes]
+    _, cur, j, end_w = max(ends, key=lambda x: (x[0], x[1], b.device_first(x[2]), x[2]))
     segs = _Segs()
     crossings: list[Crossing] = []
-    cur = int(start[j] + dur[j])
+    length = cur + end_w.tail_ns - start_t
+    if end_w.tail_ns:  # the window ends after its last node (an event that is no node of the graph)
+        segs.add(-1, j, _TAIL, end_w.rank, max(cur, start_t), cur + end_w.tail_ns, IDLE, 1)
     at_end = True
     came_from = -1
     guard = 4 * len(g) + 10
@@ -358,16 +269,7 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
             src = int(g.src[k])
             anchor = int(start[src] + (dur[src] if g.anchor_end[k] else 0))
             if cur != anchor:  # negative only where the measurement contradicts causality (clocks, rounding)
-                et = int(g.etype[k])
-                segs.add(
-                    -1,
-                    -1,
-                    2 + et,
-                    int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src]),
-                    max(anchor, start_t) if cur > anchor else anchor,
-                    cur,
-                    EDGE_KIND[et],
-                )
+                _edge_segments(g, segs, k, j, src, anchor, cur, start_t)
             if int(g.etype[k]) == RELEASE:
                 came_from = j
             elif int(g.etype[k]) == ARRIVE and came_from >= 0:
@@ -376,9 +278,22 @@ def _walk(g: Graph, b: _Binding, names: _Names, step: int, wins) -> StepPath:
                     crossings.append(c)
             cur, j, at_end = anchor, src, bool(g.anchor_end[k])
         else:
-            segs.add(-1, j, _BEFORE, int(g.rank[j]), start_t, cur, IDLE)
+            segs.add(-1, j, _BEFORE, int(g.rank[j]), start_t, cur, IDLE, 1)
             cur = start_t
-    return _result(g, names, step, segs, crossings, int(start[end_w.end_node] + dur[end_w.end_node]) - start_t)
+    return _result(g, names, step, segs, crossings, length, wins, end_w)
+
+
+def _edge_segments(g: Graph, segs: _Segs, k: int, j: int, src: int, anchor: int, cur: int, start_t: int) -> None:
+    """The time from edge ``k``'s anchor to node ``j``'s start: its natural delay, then its residual, which is
+    unexplained when larger than the tolerance (a segment of its own)."""
+    et = int(g.etype[k])
+    rank = int(g.rank[j]) if g.rank[j] >= 0 else int(g.rank[src])
+    r = int(g.resid[k])
+    cut = cur - r if r > TOLERANCE_NS and anchor < cur - r < cur else cur
+    if cut < cur:
+        segs.add(-1, -1, _EDGE0 + et, rank, max(cut, start_t), cur, EDGE_KIND[et], 1)
+    if cut != anchor:
+        segs.add(-1, -1, _EDGE0 + et, rank, max(anchor, start_t) if cut > anchor else anchor, cut, EDGE_KIND[et])
 
 
 def _run(g: Graph, b: _Binding, segs: _Segs, j: int, at_end: bool, cur: int, start_t: int, guard: int):
@@ -409,7 +324,8 @@ def _run(g: Graph, b: _Binding, segs: _Segs, j: int, at_end: bool, cur: int, sta
     s_gap = np.where(gp > 0, np.maximum(tt - gp, start_t), tt - gp)
     ctype = g.chain_type[g.chain[nd]]
     kind = np.where(e_state, g.kind[nd], np.asarray(CHAIN_GAP_KIND, np.int64)[ctype])
-    segs.add(nd, nd, np.where(e_state, -1, _GAP), g.rank[nd], np.where(e_state, s_node, s_gap), tt, kind)
+    unexplained = ~e_state & (gp > TOLERANCE_NS)
+    segs.add(nd, nd, np.where(e_state, -1, _GAP), g.rank[nd], np.where(e_state, s_node, s_gap), tt, kind, unexplained)
     return int(node[n_vec]), bool(is_end[n_vec]), int(t[n_vec]), n_vec
 
 
@@ -423,10 +339,10 @@ def _crossing(g: Graph, names: _Names, t_node: int, arrival: int, start: np.ndar
     return Crossing(frm, to, names.node(t_node), str(g.dimension[t_node]), wait)
 
 
-def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int) -> StepPath:
-    """Merge neighbouring segments of the same rank, lane, name and kind that touch, and sum them by kind, by
-    (rank, kind), by dimension and by collective (dicts in order of first appearance on the path)."""
-    node, lane_node, label, rank, s, e, kind = segs.arrays()
+def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: int, wins, end_w) -> StepPath:
+    """Merge neighbouring segments of the same rank, lane, name, kind and explanation that touch, and sum them by
+    kind, by (rank, kind), by dimension and by collective (dicts in order of first appearance on the path)."""
+    node, lane_node, label, rank, s, e, kind, unex = segs.arrays()
     own = label < 0
     name = np.asarray(_LABELS, object)[np.maximum(label, 0)] if len(label) else np.empty(0, object)
     name[own] = names.nodes(node[own])
@@ -438,11 +354,16 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
         dim_op[tr] = dims + "|" + names.ops(node[tr])
     same = np.zeros(len(node), bool)
     same[1:] = (
-        (rank[1:] == rank[:-1]) & (lane[1:] == lane[:-1]) & (name[1:] == name[:-1]) & (kind[1:] == kind[:-1]) & (e[:-1] == s[1:])
+        (rank[1:] == rank[:-1])
+        & (lane[1:] == lane[:-1])
+        & (name[1:] == name[:-1])
+        & (kind[1:] == kind[:-1])
+        & (e[:-1] == s[1:])
+        & (unex[1:] == unex[:-1])
     )
     first = np.flatnonzero(~same)
     last = np.append(first[1:] - 1, len(node) - 1).astype(np.int64)
-    r, ln, nm, kd, dm = rank[first], lane[first], name[first], kind[first], dim_op[first]
+    r, ln, nm, kd, dm, ux = rank[first], lane[first], name[first], kind[first], dim_op[first], unex[first] > 0
     gs, ge = s[first], e[last]
     span = ge - gs
     by_kind: dict[str, int] = {k: int(span[kd == i].sum()) for i, k in enumerate(KINDS)}
@@ -481,10 +402,22 @@ def _result(g: Graph, names: _Names, step: int, segs: _Segs, crossings, length: 
                     span.tolist(),
                     kinds.tolist(),
                     dim_of.tolist(),
+                    ux.tolist(),
                 ),
             )
         )
-    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings))
+    unexplained = int(span[ux].sum())
+    waits = _host_waits(g, min(w.start_ns for w in wins), max(w.end_ns for w in wins))
+    complete = all(w.complete for w in wins)
+    busy = names.device_busy(end_w)
+    return StepPath(step, length, by_kind, by_dim, by_rk, by_coll, out, tuple(crossings), unexplained, waits, complete, busy)
+
+
+def _host_waits(g: Graph, lo: int, hi: int) -> dict[str, int]:
+    """The inferred host waits for the device (SYNC edges with a rule) whose host piece starts in [lo, hi], by rule."""
+    m = (g.rule >= 0) & (g.start[g.dst] >= lo) & (g.start[g.dst] <= hi)
+    counts = np.bincount(g.rule[m].astype(np.int64), minlength=len(WAIT_RULES))
+    return {k: int(c) for k, c in zip(WAIT_RULES, counts.tolist()) if c}
 
 
 @dataclass(frozen=True, slots=True)

@@ -299,6 +299,7 @@ def pieces(parts, r, t, ts, end, host_rows, cuts, cut_lane, call_rows, device_ty
         rank=np.full(len(p_s), r),
         row=inner,
         dimension=np.full(len(p_s), "", object),
+        step=np.full(len(p_s), -1, np.int64),
     )
     return ids, p_s + lo, lanes[p_lane]
 

@@ -19,6 +19,10 @@ HOST_CHAIN, DEVICE_CHAIN, WORKER_CHAIN, BARRIER_CHAIN = range(4)
 LAUNCH, SYNC, STREAM_WAIT, ISSUE, GLOO_WAIT, ARRIVE, RELEASE = range(7)
 EDGE_KIND = (HOST, HOST, IDLE, HOST, HOST, WAIT, WAIT)
 CHAIN_GAP_KIND = (HOST, IDLE, IDLE, WAIT)
+# how a host wait for the device was found (the ``rule`` of its SYNC edge): a sync call, a blocked launch or copy,
+# a scalar read, the caching allocator's cudaFree/cudaMalloc, a gap with no op (host_waits.py)
+WAIT_RULES = ("sync_call", "blocking_call", "scalar_read", "allocator", "host_gap")
+SYNC_CALL, BLOCKING_CALL, SCALAR_READ, ALLOCATOR, HOST_GAP = range(5)
 
 HOST_SYNC_CALLS = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchroni[sz]e")
 # calls that block when the device is behind: a full launch queue, a copy from/to pageable memory
@@ -36,18 +40,25 @@ HOST_KINDS = (
 )
 DEVICE_NODE_KINDS = (EventKind.KERNEL, EventKind.COMM, EventKind.MEMCPY, EventKind.MEMSET)
 NEG = -(2**60)
+# how far the input that bound a node may finish from the node's start and still account for it: past the launch
+# calls' own time (5-20 µs), kernel-to-kernel gaps on a busy stream (~1 µs) and a sync's return (5-15 µs), all
+# measured on the GPU traces in tests/data (docs/whatif.md); a larger gap is time no recorded dependency explains
+TOLERANCE_NS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One step window on one rank: the host pieces where it starts and ends."""
+    """One step window on one rank (tracekit.analyzers.graph.windows): from its device span's start to its end, the
+    node at which it ends, and how long after that node's end the window ends (``tail_ns``, 0 where it ends there)."""
 
     step: int
     rank: int
-    start_node: int
     end_node: int
     start_ns: int  # measured, aligned, relative to base_ns
     end_ns: int
+    tail_ns: int = 0
+    complete: bool = True  # the analysis holds the step whole (StepPlan.complete)
+    end_nodes: tuple[int, ...] = ()  # the host piece at the host window's end, the step's last node on each stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +81,11 @@ class Graph:
     src: np.ndarray  # edges
     dst: np.ndarray
     anchor_end: np.ndarray  # bool: the edge leaves the source's end (else its start)
-    delay: np.ndarray  # int64
+    delay: np.ndarray  # int64: natural delay, plus the residual where the edge bound its destination
     etype: np.ndarray  # int8
+    resid: np.ndarray  # int64 per edge: the residual it carries (tracekit.analyzers.graph.evidence), 0 elsewhere
+    rule: np.ndarray  # int8 per edge: for a host wait, how it was inferred (WAIT_RULES), else -1
+    bind: np.ndarray  # int64 per node: the input that bound it in the trace (-1 chain, -2 none, else the edge)
     windows: tuple[Window, ...]
     base_ns: int
     shifts: dict[int, int]  # rank -> what was subtracted from its table's times (base + clock offset)
@@ -115,7 +129,7 @@ class Parts:
         self.chains += len(lanes)
         return first
 
-    def add_edges(self, src, dst, anchor_end, natural, etype: int) -> None:
+    def add_edges(self, src, dst, anchor_end, natural, etype: int, rule=-1) -> None:
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         if not len(src):
             return
@@ -126,5 +140,6 @@ class Parts:
                 "anchor_end": np.broadcast_to(anchor_end, src.shape).astype(bool),
                 "delay": np.broadcast_to(natural, src.shape).astype(np.int64),
                 "etype": np.full(len(src), etype, np.int8),
+                "rule": np.broadcast_to(rule, src.shape).astype(np.int8),
             }
         )

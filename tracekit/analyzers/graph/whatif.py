@@ -357,8 +357,9 @@ def _inside_annotation(g: Graph, t, r: int, on: np.ndarray, name: str) -> np.nda
 
 
 def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int]:
-    """Per step, replayed from its measured start: the latest window end over ranks minus the earliest window
-    start. Also the most rounds a step took."""
+    """Per step, replayed from its measured start: the latest replayed window end over ranks (the latest end of its
+    end nodes, plus the window's tail after them) minus the earliest measured window start. Also the most rounds a
+    step took."""
     out: dict[int, int] = {}
     most = 0
     index = ReplayIndex(g)
@@ -366,10 +367,12 @@ def predicted_step_times(g: Graph, dur: np.ndarray) -> tuple[dict[int, int], int
         lo, hi = min(w.start_ns for w in wins), max(w.end_ns for w in wins)
         nodes, t, rounds = replay_window(g, dur, lo, hi, index)
         most = max(most, rounds)
-        at = dict(zip(*_at(index, nodes, t, [n for w in wins for n in (w.start_node, w.end_node)])))
-        s = min(at.get(w.start_node, NEG) for w in wins)
-        e = max(at.get(w.end_node, NEG) + int(dur[w.end_node]) for w in wins)
-        out[step] = e - s
+        at = dict(zip(*_at(index, nodes, t, [n for w in wins for n in w.end_nodes])))
+        # a step is replayed from its measured start; an end node before the window is as measured
+        e = max(
+            max(at[n] + int(dur[n]) if n in at else int(g.start[n] + g.dur[n]) for n in w.end_nodes) + w.tail_ns for w in wins
+        )
+        out[step] = e - lo
     return out, most
 
 

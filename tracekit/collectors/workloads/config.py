@@ -52,6 +52,7 @@ class WorkloadConfig:
     pp: int | None = None  # pipeline stages (workload pp: the layers split into stages, 1F1B over microbatches)
     microbatches: int = 4
     delay: str | None = None  # "RANK:MS": that rank sleeps MS ms per step in record_function("tracekit:delay")
+    flight_recorder: bool = False  # dump each rank's Flight Recorder ring beside its trace (_dump_<rank>)
     ep: int | None = None
     experts: int = 4
     top_k: int = 2

@@ -30,6 +30,7 @@ def run_steps(
         activation_memory=cfg.activation_memory,
         workload=cfg.workload,
         profile_memory=cfg.profile_memory,
+        flight_recorder=cfg.flight_recorder,
     ) as prof:
         for i in range(total):
             one_step(i)

@@ -22,7 +22,7 @@ from torch.multiprocessing.spawn import ProcessException
 
 from ...errors import TracekitError
 from ...formats.env import env_limit
-from .. import comm
+from .. import comm, flight_recorder
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME
 from ..quiet import quiet_profiler_chatter
@@ -184,6 +184,8 @@ def _rank_main(rank, world, jobs, port, queue, profiled, return_state):
     _pin(rank)
     torch.set_num_threads(1)
     comm.reset_sequences()
+    if any(cfg.flight_recorder for cfg, _ in jobs):
+        flight_recorder.enable()  # before the process group: torch sizes the ring when it is first used
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -288,6 +290,8 @@ def _run_torchrun(cfg, out_dir, profiled, return_state) -> RunResult:
     else:
         device, backend = torch.device("cpu"), "gloo"
     if not dist.is_initialized():
+        if cfg.flight_recorder:
+            flight_recorder.enable()
         dist.init_process_group(backend)
     item = train(cfg, out_dir, profiled, return_state, device)
     if device.type == "cuda":

@@ -3,6 +3,10 @@
 document.addEventListener("DOMContentLoaded", function () {
   "use strict";
   var data = JSON.parse(document.getElementById("tracekit-breakdowns").textContent);
+  if (typeof Plotly === "undefined") {  // --plotly cdn without network: report.js says so in each chart
+    document.body.setAttribute("data-breakdowns-rendered", "1");
+    return;
+  }
   var esc = function (s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   };

@@ -15,7 +15,7 @@
     var s = cp.segments.filter(function (b) { return b[2] === k; });
     return {type: "bar", orientation: "h", name: "path: " + k, y: s.map(function () { return lane; }),
       x: s.map(function (b) { return b[1]; }), base: s.map(function (b) { return b[0]; }),
-      marker: {color: COLORS[k], line: {color: "#000", width: 1}},
+      marker: {color: COLORS[k], line: {width: 0}},  // an outline read as black blocks on short segments
       customdata: s.map(function (b) {
         return [b[0], b[0] + b[1], b[3] === null ? "" : "rank " + b[3], esc(b[4]), esc(b[5])];
       }),
