@@ -58,7 +58,8 @@ SPLIT = """
 import sys, time, json, os
 from tracekit.loader import split
 from tracekit.loader.classify import RuleSet
-from tracekit.loader.decode import StreamLimits, gc_paused
+from tracekit.loader.decode import StreamLimits
+from tracekit.runtime.memory import gc_paused
 from tracekit.loader.loading import _load_streaming, LoadOptions
 path, workers = sys.argv[1], int(sys.argv[2])
 c = time.process_time(); t = time.perf_counter()

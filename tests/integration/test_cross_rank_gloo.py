@@ -146,9 +146,9 @@ def test_a_shifted_clock_is_recovered_and_changes_no_cross_rank_number(run_dir, 
             assert cb[k] == pytest.approx(ca[k], abs=moved + 1.1), (k, ca, cb)
     assert [s["rank"] for s in a["stragglers"]] == [s["rank"] for s in b["stragglers"]] == [s["rank"] for s in c["stragglers"]]
     # the reports say the clocks were aligned, and by how much (the summary's own offset, formatted)
-    from tracekit.formats.units import duration as fmt_us
     from tracekit.reports.terminal import render_text
     from tracekit.reports.view import clock_note
+    from tracekit.units import duration as fmt_us
 
     note = clock_note(b)
     assert note.startswith("clocks aligned to rank 0") and f"rank 1 {fmt_us(ob['offset_us'])}" in note

@@ -262,9 +262,15 @@ def test_a_planted_clock_shift_leaves_the_merged_times_unchanged(tmp_path, gloo_
     assert oc[1] - ob[1] == pytest.approx(PLANTED_US, abs=1e-3)
     moved = abs(ob[1] - PLANTED_US)  # how far the applied correction lies from the planted shift: its error
     ts = [[round(e["ts"], 3) for e in d["traceEvents"] if e["ph"] != "M"] for d in (a, b, c)]
-    assert len(ts[0]) == len(ts[1]) == len(ts[2])
+    assert len(ts[1]) == len(ts[2])
     assert np.allclose(ts[1], ts[2], rtol=0, atol=2e-3)  # two applied corrections: the same merged times
-    assert np.allclose(ts[0], ts[1], rtol=0, atol=moved + 2e-3)  # none against one: apart by the error at most
+    # none against one: the traces' own events (tracekit's tracks are the analysis', which the offset's error may
+    # change, a critical-path segment more or less) are rank 1's moved by the error at most, which may reorder them
+    # among rank 0's;
+    ts = [[round(e["ts"], 3) for e in d["traceEvents"] if e["ph"] != "M" and e.get("cat") != "tracekit"] for d in (a, b)]
+    assert len(ts[0]) == len(ts[1])
+    # sorted, the two lists still differ by no more than the largest move (to the ms-scale µs floats' 1 ns ulp)
+    assert np.allclose(np.sort(ts[0]), np.sort(ts[1]), rtol=0, atol=moved + 1e-2)
 
 
 def test_gpu_ranks_merge_with_pids_per_rank(tmp_path):

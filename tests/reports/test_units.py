@@ -1,10 +1,10 @@
-"""tracekit.formats.units against strings worked out by hand."""
+"""tracekit.units against strings worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracekit.formats import units
+from tracekit import units
 from tracekit.gate.stats import Stat
 
 

@@ -46,7 +46,7 @@ class Analysis(AnalysisFrames):
 
     def __repr__(self) -> str:
         """``Analysis(TraceSet(...); 12/12 complete steps, step time 281.0 ms, exposed 36.9 %, overlap 14.9 %, ...)``."""
-        from ..formats import units
+        from .. import units
 
         h = self._headline()
         extra = ", critical path" if self.critical is not None else ""
@@ -58,7 +58,7 @@ class Analysis(AnalysisFrames):
         )
 
     def _repr_html_(self) -> str:
-        from ..formats import units
+        from .. import units
         from ..model.display import html_table
 
         h = self._headline()

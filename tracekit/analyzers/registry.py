@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ..loader.decode import release_free_memory
 from ..model.traceset import TraceSet
+from ..runtime.memory import release_free_memory
 from .analysis import Analysis
 from .breakdowns.rank_breakdowns import BreakdownAnalyzer
 from .comm.communication import CommAnalyzer

@@ -10,6 +10,7 @@ import sys
 import click
 
 from ..errors import TracekitError
+from ..runtime import process
 
 # (command name, "module:function") -- explicit, imported lazily so `tracekit --help` stays fast. In the order of
 # the work: record, inspect, analyze, report, gate (STAGE below); a new command adds a row here and to the tables
@@ -146,7 +147,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            from ..formats.env import check_env
+            from ..runtime.env import check_env
 
             check_env()  # a limit variable that is not a number, for every command (also those reading no trace)
             return super().invoke(ctx)
@@ -157,18 +158,14 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:  # click's own handler says "Aborted!" with exit 1, which from `check` is "gate failed"
             click.echo("tracekit: interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            sys.exit(process.EXIT_INTERRUPTED)
         except OSError as exc:
             if exc.errno == errno.EPIPE:  # `tracekit analyze X | head -1`: the reader left; quietly, as a shell would
-                _stdout_to_devnull()
-                sys.exit(EXIT_BROKEN_PIPE)
-            if exc.filename is None and exc.errno in _STREAM_ERRNOS:  # a write to stdout: /dev/full, a closed fd
-                _stdout_to_devnull()
-                click.echo(
-                    f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a "
-                    "file with space, or use the command's output option",
-                    err=True,
-                )
+                process.stdout_to_devnull()
+                sys.exit(process.EXIT_BROKEN_PIPE)
+            if exc.filename is None and exc.errno in process.STREAM_ERRNOS:  # a write to stdout: /dev/full, a closed fd
+                process.stdout_to_devnull()
+                click.echo(f"tracekit: error: {process.stdout_error(exc)}", err=True)
                 sys.exit(2)
             raise
 
@@ -205,10 +202,6 @@ def _safe_paths(cmd):
     return cmd
 
 
-# 128 + SIGPIPE: what a shell reports for a writer killed by a closed pipe (exit 1 would read as "gate failed").
-EXIT_BROKEN_PIPE = 141
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-_STREAM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG)
 _MAX_ERROR_CHARS = 1000
 
 
@@ -220,90 +213,26 @@ def _shorten(line: str) -> str:
     return f"{line[:half]}...({len(line) - 2 * half} characters left out)...{line[-half:]}"
 
 
-def _stdout_to_devnull() -> None:
-    """CPython's recipe for a broken pipe: point fd 1 at /dev/null, so that the interpreter's last flush of
-    sys.stdout at exit neither fails again nor prints 'Exception ignored ... BrokenPipeError'."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, AttributeError, ValueError):  # no real fd 1 (a test runner's stream): nothing to flush
-        pass
-
-
 @click.group(cls=_Group)
 @click.version_option(package_name="tracekit")
 def cli() -> None:
     """Profile distributed transformer training and measure hidden vs exposed communication."""
 
 
-def _reserve_standard_fds() -> None:
-    """A closed stdin/stdout/stderr (``tracekit info X >&-``) is /dev/null here. Python leaves sys.stdout None
-    (click then fails on it) and the next file opened would take fd 1, so a stray print would land in it."""
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-        except OSError:
-            try:
-                devnull = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
-            except OSError:
-                continue
-            if devnull != fd:
-                os.dup2(devnull, fd)
-                os.close(devnull)
-            if getattr(sys, name) is None:
-                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115  (lives as sys.std*)
-
-
 def main() -> None:
     """The console script. The output still buffered in sys.stdout is flushed here, where a broken pipe or a
     full disk is one line and a truthful exit code, not an 'Exception ignored' message at interpreter exit."""
-    _reserve_standard_fds()
+    process.reserve_standard_fds()
     try:
         cli(prog_name="tracekit")
         code: int | str | None = 0
     except SystemExit as exc:
         code = exc.code
-    try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except OSError as exc:
-        _stdout_to_devnull()
-        if exc.errno == errno.EPIPE:
-            code = EXIT_BROKEN_PIPE
+    failed = process.flush_stdout()
+    if failed is not None:
+        if failed.errno == errno.EPIPE:
+            code = process.EXIT_BROKEN_PIPE
         else:
-            click.echo(
-                f"tracekit: error: cannot write the standard output ({exc.strerror}); redirect it to a file "
-                "with space, or use the command's output option",
-                err=True,
-            )
+            click.echo(f"tracekit: error: {process.stdout_error(failed)}", err=True)
             code = 2
-    _exit(code)
-
-
-def _exit(code: int | str | None) -> None:
-    """End the process without the interpreter's teardown, which frees every table, frame and module one by one:
-    0.13-0.2 s after a 300 MB analyze, a tenth of the command. Every output is closed by then (each is written in a
-    with-block: ``formats.outputs``) and the standard streams are flushed here; the atexit handlers still run.
-    A process that imported torch (``run``, ``demo``, a user's collector) ends the normal way: its teardown is
-    torch's to do; so does one under a profiler or a tracer (``python -m cProfile -o``, a debugger), which writes
-    its results after the command returns."""
-    if "torch" in sys.modules or sys.getprofile() is not None or sys.gettrace() is not None:
-        sys.exit(code)
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:  # what sys.exit does with a message: it goes to stderr, the status is 1
-        click.echo(str(code), err=True)
-        status = 1
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status & 0xFF)
+    process.fast_exit(code)

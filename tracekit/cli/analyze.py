@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..formats.outputs import check_output, open_output, write_output
+from ..runtime.outputs import check_output, open_output, write_output
 from ._analysis import allow_partial_option, analysis_from_traces, analysis_options
 from .common import input_files
 from .output import text

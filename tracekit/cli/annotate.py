@@ -9,13 +9,13 @@ from functools import partial
 import click
 
 from ..errors import ConfigError
-from ..formats.outputs import check_output
 from ..formats.tracks import read_tracks
 from ..loader.decode import StreamLimits
 from ..loader.passthrough import read_trace_bytes
 from ..reports.perfetto import TraceAnnotation, critical_track, tracks_from_intervals
 from ..reports.perfetto_merge import MergedTrace, MergeRank
 from ..reports.safe_text import printable
+from ..runtime.outputs import check_output
 from ._analysis import analysis_from_traces, analysis_options
 from .common import build_load_options, input_files
 from .output import write

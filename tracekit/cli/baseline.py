@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..formats.outputs import check_output
+from ..runtime.outputs import check_output
 from ._analysis import window_option
 from .common import build_load_options, input_files, load_options
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError, TracekitError
-from ..formats.outputs import check_output
 from ..reports.safe_text import printable
+from ..runtime.outputs import check_output
 from ._analysis import window_option
 from .common import build_load_options, input_files, load_options
 

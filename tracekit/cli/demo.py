@@ -24,9 +24,9 @@ def demo(out_dir, workload, tp, cp, steps, overlap, verbose):
     from ..collectors.need_torch import require_torch
 
     require_torch("tracekit demo")
+    from .. import units
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
-    from ..formats import units
     from ..reports.terminal import output_width
     from ._analysis import analysis_from_traces
     from .output import text, write

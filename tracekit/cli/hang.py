@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from ..formats.outputs import check_output, write_output
+from ..runtime.outputs import check_output, write_output
 from .output import text
 
 

@@ -95,8 +95,9 @@ def model(
 def timeline(path, points, fmt) -> None:
     """Read torch.profiler's raw memory timeline (export_memory_timeline("x.raw.json.gz")): its peak and the
     bytes of each category (parameter, activation, gradient, ...) at the peak."""
+    from .. import units
     from ..analyzers.memory.timeline_export import read_export_timeline
-    from ..formats import core, units
+    from ..formats import core
 
     tl = read_export_timeline(path, points)
     if fmt == "json":

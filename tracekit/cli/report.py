@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
+from .. import units
 from ..errors import ConfigError
-from ..formats import units
-from ..formats.outputs import check_output
 from ..reports import get_reporter
 from ..reports.base import check_summary
 from ..reports.safe_text import printable
 from ..reports.timeline_drawing import DEFAULT_MAX_EVENTS
+from ..runtime.outputs import check_output
 from ._analysis import allow_partial_option, analysis_from_traces, analysis_options
 from .common import input_files
 

@@ -131,7 +131,7 @@ def run(
     require_torch("tracekit run")
     from ..collectors.workloads.config import WorkloadConfig
     from ..collectors.workloads.runner import run_workload
-    from ..formats.env import check_env
+    from ..runtime.env import check_env
     from .progress import progress
 
     if verbose:

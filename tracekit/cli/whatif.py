@@ -60,8 +60,8 @@ def _summary(paths) -> dict:
 
 
 def _table(result, paths, after) -> str:
-    try:  # the units module moved to tracekit.formats.units on main (the 'output' branch); both say the same
-        from ..formats.units import duration as fmt_us  # type: ignore[import-not-found,unused-ignore]
+    try:  # the units module moved to tracekit.units on main (the 'output' branch); both say the same
+        from ..units import duration as fmt_us  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         from ..reports.view import fmt_us  # type: ignore[no-redef,attr-defined,unused-ignore]
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import TracekitError
-from .env import env_limit
+from ..runtime.env import env_limit
 
 T = TypeVar("T")
 

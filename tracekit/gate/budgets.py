@@ -15,8 +15,8 @@ import operator
 import re
 from dataclasses import dataclass
 
+from .. import units
 from ..errors import ConfigError
-from ..formats import units
 from .metrics import DIM_METRICS, RATIO_METRICS, RUN_METRICS, RunMetrics, Scope
 from .result import CheckResult
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import units
 from ..errors import IncomparableRunsError
-from ..formats import units
 from .budgets import Budget, parse_target
 from .metrics import LOWER_IS_WORSE, RATIO_METRICS, RunMetrics, Scope
 from .result import CheckResult, GateReport

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats import units
+from .. import units
 from ..formats.contract import DIFF_SCHEMA
 from ..formats.core import to_builtins
 from ..formats.documents import DiffDoc, DiffFigures, DiffRowDoc

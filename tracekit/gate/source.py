@@ -9,8 +9,8 @@ from typing import Any
 
 from ..errors import SummaryFormatError
 from ..formats import core
-from ..formats.outputs import write_output
 from ..formats.summary import read_summary, read_summary_as_written
+from ..runtime.outputs import write_output
 from .metrics import RunMetrics
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json", ".sqlite", ".nsys-rep")  # Kineto; Nsight exports

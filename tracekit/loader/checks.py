@@ -15,7 +15,7 @@ from ..errors import InputLimitError, MissingRankError, TraceFormatError
 from ..model.dropped import UNKNOWN_NS
 from ..model.events import COLUMNS, EventKind, EventTable
 from ..model.traceset import RankInfo
-from .files import env_limit
+from ..runtime.env import env_limit
 from .kinds import DEVICE_CATS, HOST_CATS
 
 # Longest single string (event name, category, group name) accepted: a multi-GB name would be copied into every

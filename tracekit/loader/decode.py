@@ -6,22 +6,21 @@ which is what makes this several times faster than ``json.loads`` (see DESIGN.md
 
 from __future__ import annotations
 
-import ctypes
 import decimal
-import gc
 import math
 import os
 import re
 import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from ..errors import InputLimitError, TraceFormatError
+from ..runtime.env import env_limit
+from ..runtime.memory import gc_paused
 from .corrupt import is_truncation, read_around, salvaged_prefix
-from .files import RunGuard, env_limit, open_regular
+from .files import RunGuard, open_regular
 from .structs import Event, RawTrace, Trace
 
 # Default limit on the inflated size of one trace: a gzip bomb is refused instead of exhausting memory.
@@ -59,34 +58,6 @@ _DECODER = msgspec.json.Decoder(RawTrace, float_hook=float)
 # Untyped: float_hook=float turns a number beyond float range (1e400) into ±inf instead of refusing the whole file;
 # the event that holds it is then dropped like any other with a non-finite time.
 _UNTYPED = msgspec.json.Decoder(float_hook=float)
-
-
-@contextmanager
-def gc_paused():
-    """Allocation-heavy decoding runs several times faster without the cyclic collector."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def release_free_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere). A load frees
-    millions of small objects and per-piece arrays: without it that memory stays resident in the heap's holes
-    (~100 MB per million events) while the analyzers' big arrays are mapped anew beside it."""
-    if not _TRIM:
-        try:
-            _TRIM.append(ctypes.CDLL(None).malloc_trim)
-        except (OSError, AttributeError):
-            _TRIM.append(None)
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
-
-
-_TRIM: list = []  # glibc's malloc_trim once looked up (None where the C library has none)
 
 
 class CorruptGzip(Exception):

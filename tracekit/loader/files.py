@@ -14,7 +14,6 @@ import stat
 from typing import BinaryIO
 
 from ..errors import TraceFormatError, TracekitError
-from ..formats.env import check_env, env_limit  # noqa: F401  (they live in formats: documents read limits too)
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

@@ -18,6 +18,8 @@ from ..formats.manifest import read_manifest
 from ..model.events import EventTable
 from ..model.layout import LayoutError, ParallelLayout
 from ..model.traceset import RankInfo, RunMetadata, TraceSet, parse_ranks
+from ..runtime.env import check_env
+from ..runtime.memory import gc_paused, release_free_memory
 from .cache import read_cache, source_stamp, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
@@ -29,14 +31,11 @@ from .decode import (
     Trace,
     decode,
     exact_times_ns,
-    gc_paused,
     needs_exact_times,
     read_bytes,
-    release_free_memory,
     too_deep,
 )
 from .executors import map_files
-from .files import check_env
 from .nsys import is_export, load_export
 from .nsys.ranks import assign as assign_ranks
 from .paths import find_traces

@@ -22,10 +22,11 @@ import re
 import time
 
 from ..errors import InputLimitError
+from ..runtime.memory import gc_paused, release_free_memory
 from . import handoff
 from .classify import RuleSet
 from .columnar import TableBuilder
-from .decode import StreamLimits, gc_paused, release_free_memory
+from .decode import StreamLimits
 from .executors import map_pieces
 from .files import open_regular
 from .stream import EventStream, NotStreamable

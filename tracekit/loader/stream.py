@@ -8,6 +8,7 @@ from collections.abc import Generator, Iterable, Iterator
 import msgspec
 
 from ..errors import TraceFormatError
+from ..runtime.memory import gc_paused
 from .decode import (
     CorruptGzip,
     Event,
@@ -15,7 +16,6 @@ from .decode import (
     StreamLimits,
     Trace,
     check_one_events,
-    gc_paused,
     raw_chunks,
     too_deep,
 )

@@ -2,7 +2,7 @@
 
 A reporter renders one typed document to a text or binary stream (tracekit.reports.base); ``get_reporter``
 picks one by ``--format`` name or by the output file's suffix, among those that render the document's type.
-Units are formatted in one place (tracekit.formats.units). Reporter modules import their heavy libraries
+Units are formatted in one place (tracekit.units). Reporter modules import their heavy libraries
 (rich, jinja2) only when they render.
 """
 

@@ -19,7 +19,7 @@ from typing import IO, Any, ClassVar, Protocol
 from ..errors import ConfigError
 from ..formats.contract import SUMMARY_SCHEMA
 from ..formats.core import family_major, schema_accepted
-from ..formats.outputs import check_output, write_output
+from ..runtime.outputs import check_output, write_output
 
 Output = IO[Any] | Path | str
 

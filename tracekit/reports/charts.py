@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .. import units
 from ..analyzers.names import short_name
-from ..formats import units
 from .view import top_exposed
 
 
@@ -20,7 +20,7 @@ def _f(v) -> float:
 
 def axis(values_us) -> dict:
     """The unit a chart's duration axis reads in, chosen by its largest value (``{"unit": "ms", "scale": 1000.0}``:
-    the script divides the µs values by ``scale``), as a table column would (formats.units.duration_scale)."""
+    the script divides the µs values by ``scale``), as a table column would (units.duration_scale)."""
     unit, scale = units.duration_scale(max((abs(float(v)) for v in values_us if v is not None), default=0.0))
     return {"unit": unit, "scale": scale}
 

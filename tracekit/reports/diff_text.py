@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ..formats import units
+from .. import units
 from ..gate.diff import DiffResult
 from .base import StreamReporter
 from .safe_text import printable

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..formats import units
+from .. import units
 from .view import loaded, profiler_overhead
 
 # profiler_overhead lives in view (its overview line; view imports nothing of this module): re-exported here

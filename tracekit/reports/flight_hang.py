@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from .. import units
 from ..analyzers.flight.results import HangReport
-from ..formats import units
 from .base import StreamReporter
 from .safe_text import markdown_text, printable
 from .view import span

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import IO, TYPE_CHECKING, Any
 
-from ..formats import units
+from .. import units
 from ..formats.contract import CORE_STEP_KEYS
 from . import charts, explain, html_assets, html_breakdowns, html_critical, html_steps, html_tables, view
 from .base import StreamReporter, check_summary

@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..formats import units
+from .. import units
 from .html_tables import heads, in_column_units
 from .view import Figure
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..formats import units
+from .. import units
 from .timeline_drawing import PATH_KINDS, critical_lane
 from .view import Figure
 

@@ -1,5 +1,5 @@
 """The HTML report's tables: one unit per column, named once in its header (``wall ms``) and every number of the
-column written in it, as the terminal does (``formats.units.column``); unknowns read ``—``.
+column written in it, as the terminal does (``units.column``); unknowns read ``—``.
 
 An unknown is a value the trace did not record: ``None``, a collective's ``bytes`` of 0 (NCCL kernels without
 message sizes, gloo spans without annotations: a real collective never moves 0 bytes) and the bus bandwidth of such
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats import units
+from .. import units
 from .summary_tables import LABELS, label
 from .view import Figure, name_cell
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from .. import units
 from ..analyzers.comm.inventory import Inventory
-from ..formats import units
 from .base import StreamReporter
 from .safe_text import printable
 from .view import span

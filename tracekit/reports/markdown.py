@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..formats import units
+from .. import units
 from ..gate.result import CheckResult, GateReport
 from .base import StreamReporter
 from .safe_text import markdown_text as _cell

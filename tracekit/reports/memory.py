@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from .. import units
 from ..analyzers.memory.activation_compare import ActivationComparison, ModelEstimate
-from ..formats import units
 from .base import StreamReporter
 
 

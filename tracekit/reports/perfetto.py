@@ -22,7 +22,7 @@ import msgspec
 
 from ..errors import ConfigError, TraceFormatError
 from ..formats.core import read_bytes
-from ..formats.outputs import open_output
+from ..runtime.outputs import open_output
 from .base import Output, Rendered, StreamReporter
 
 PROCESS_NAME = "tracekit"

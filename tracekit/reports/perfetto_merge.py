@@ -24,7 +24,7 @@ from typing import IO, Any
 import msgspec
 
 from ..errors import ConfigError, TraceFormatError
-from ..formats.outputs import check_output, is_special, open_output
+from ..runtime.outputs import check_output, is_special, open_output
 from .base import Output, Rendered, StreamReporter
 from .perfetto import _ENCODER, added_events
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .. import units
 from ..analyzers.names import short_name
-from ..formats import units
 from . import rank_rows as rank_rows_mod
 from . import view
 

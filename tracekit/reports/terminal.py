@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ..formats import units
+from .. import units
 from . import summary_tables as st
 from .base import StreamReporter, check_summary
 from .safe_text import printable

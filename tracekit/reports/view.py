@@ -14,7 +14,7 @@ from typing import Any
 
 from msgspec import UNSET, UnsetType
 
-from ..formats import units
+from .. import units
 from ..formats.contract import CORE_STEP_KEYS, exposed_comm_share
 from ..formats.documents import CheckDoc, StatDoc, VerdictDoc, verdict_from_builtins
 

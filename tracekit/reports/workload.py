@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .. import units
 from ..analyzers.memory.activation_compare import ActivationComparison
-from ..formats import units
 from .base import StreamReporter
 from .memory import comparison_lines
 

@@ -1,4 +1,4 @@
-"""The console script ends without the interpreter's teardown (cli._exit): every output is whole, the standard
+"""The console script ends without the interpreter's teardown (runtime.process.fast_exit): every output is whole, the standard
 streams are flushed, the exit status is the command's, and atexit handlers still run."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...formats import units
+from ... import units
 from ...model.events import DEVICE_KINDS, EventKind
 from ...model.traceset import TraceSet
 

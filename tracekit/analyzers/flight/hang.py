@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ...formats import units
+from ... import units
 from ...model.flight import FlightRun
 from .evidence import Evidence, suspects
 from .groups import Group, run_groups

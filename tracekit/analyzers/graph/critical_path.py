@@ -20,8 +20,8 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ...loader.decode import gc_paused  # hundreds of thousands of segment tuples: no cycles to collect
 from ...model.traceset import TraceSet
+from ...runtime.memory import gc_paused  # hundreds of thousands of segment tuples: no cycles to collect
 from .. import intervals as iv
 from .build import (
     ARRIVE,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...formats import units
+from ... import units
 from ...model.traceset import TraceSet
 from .build import HOST_CHAIN, TRANSFER, Graph
 from .critical_path import CriticalPaths

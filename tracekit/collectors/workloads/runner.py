@@ -21,7 +21,7 @@ import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
 
 from ...errors import TracekitError
-from ...formats.env import env_limit
+from ...runtime.env import env_limit
 from .. import comm, flight_recorder
 from ..layout import build_groups, coords
 from ..manifest import MANIFEST_NAME

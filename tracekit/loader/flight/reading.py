@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import msgspec
 
 from ...errors import TraceFormatError
-from ...formats.env import env_limit
 from ...formats.manifest import NAME as MANIFEST
 from ...formats.manifest import read_manifest
 from ...model.flight import FlightDump, FlightEntries, FlightRun
 from ...model.traceset import ProcessGroup
+from ...runtime.env import env_limit
 from ..files import open_regular
 from . import entries as fields
 from .safe_pickle import MAX_DEPTH, check_plain, loads_plain
