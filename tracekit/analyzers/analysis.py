@@ -12,6 +12,7 @@ from .breakdowns.rank_breakdowns import RankBreakdowns
 from .comm.communication import CommResult
 from .frames import AnalysisFrames
 from .memory.activation_compare import ActivationComparison
+from .rank_detail import Sections
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,8 @@ class Analysis(AnalysisFrames):
     traces: TraceSet = field(repr=False)
     comm: CommResult
     activation: ActivationComparison | None = None  # when the run directory holds activation_r*.json
-    breakdowns: Mapping[int, RankBreakdowns] | None = None  # rank -> kernels, busy partition, idle, launches
+    # rank -> kernels, busy partition, idle, launches (as their summary sections when analysed where the rank loaded)
+    breakdowns: Mapping[int, RankBreakdowns | Sections] | None = None
     # critical_path.CriticalPaths (per step over all ranks) when analyze(critical_path=True); typed loosely because
     # the critical path builds on this module's CommAnalyzer
     critical: Any = None
@@ -81,15 +83,20 @@ class Analysis(AnalysisFrames):
         return html_table(caption, ("rank", "steps", "step time", "comm / step", "exposed / step", "overlap"), rows)
 
     def to_dict(self) -> dict:
+        from .rank_detail import cut, detail_limit, summary_section, warning
         from .summary_schema import build_summary
 
         out = build_summary(self.traces, self.comm)
-        found = self.breakdowns or {}
+        limit = detail_limit(len(out["ranks"]))  # many ranks: each rank's longest rows only (rank_detail.py)
+        found = {r: cut(b, limit) for r, b in (self.breakdowns or {}).items()}
         for r in out["ranks"]:  # beside each rank's totals (docs/breakdowns.md)
             if r["rank"] in found:
                 r.update(found[r["rank"]].to_dict())
             if self.memory and r["rank"] in self.memory:
                 r["memory_timeline"] = self.memory[r["rank"]].to_dict()
+        if not limit.whole:
+            out["rank_detail"] = summary_section(limit, found)
+            out["warnings"] = [*out["warnings"], warning(out["rank_detail"])]
         if self.critical is not None:
             out["critical_path"] = self.critical.to_dict()
         if self.activation is not None:
@@ -97,11 +104,11 @@ class Analysis(AnalysisFrames):
         return out
 
     def timeline(self) -> dict:
-        """The ``tracekit.timeline/1`` record (one representative step per rank; docs/report-inputs.md). Not part
-        of ``to_dict()``: it grows with the number of kernels of a step."""
+        """The ``tracekit.timeline/1`` record (one representative step per rank, at most 32 ranks; docs/report-inputs.md).
+        Not part of ``to_dict()``: it grows with the number of kernels of a step."""
         from .comm.timeline_record import build_timeline
 
-        return build_timeline(self.traces, self.comm.ranks, self.comm.cross.offsets, self.critical)
+        return build_timeline(self.traces, self.comm.ranks, self.comm.cross.offsets, self.critical, self.comm.cross)
 
     def annotation(self, rank: int) -> tuple[list[list], list[dict]]:
         """For `tracekit annotate`: the rank's hidden/exposed pieces over all steps as [[start_us, end_us,

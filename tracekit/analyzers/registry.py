@@ -13,6 +13,7 @@ from .comm.communication import CommAnalyzer
 from .comm.overlap import restep
 from .memory.activation_run import ActivationMemoryAnalyzer
 from .memory.timeline import MemoryTimelineAnalyzer
+from .rank_detail import detail_limit
 
 
 @runtime_checkable
@@ -49,6 +50,8 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
         opts = _options(a.Options, options)
         if a.name == "breakdowns":  # the windows the tables were re-stepped with: not planned a second time
             opts = replace(opts, plans=plans)
+        if a.name == "memory_timeline":  # many ranks: fewer points each (analyzers/rank_detail.py)
+            opts = replace(opts, memory_points=detail_limit(len(traces)).memory(opts.memory_points))
         results[a.name] = a.run(analysed, opts)
         if a.name == "comm":  # the steps as the analysis resolved them
             plans = {r.rank: r.plan for r in results["comm"].ranks if r.plan is not None}
@@ -56,16 +59,21 @@ def analyze(traces: TraceSet, *, critical_path: bool = False, **options) -> Anal
     comm, activation = results["comm"], results["activation_memory"]
     if activation.warnings:
         comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    paths = None
-    if critical_path:  # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
-        from .graph.build import build_graph
-        from .graph.critical_path import critical_paths
-        from .graph.whatif_table import CriticalSection, obvious_questions
-
-        graph = build_graph(analysed, options.get("window"), results["comm"])  # once, for the path and the what-ifs
-        paths = CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
+    # opt-in: the dependency graph over all ranks costs about as much as the analysis itself
+    paths = critical_section(analysed, options.get("window"), results["comm"]) if critical_path else None
     release_free_memory()  # the analyzers' temporaries leave holes in the C heap (~0.3 GB at 5 M events)
     return Analysis(analysed, comm, activation.comparison, results["breakdowns"], paths, memory=results["memory_timeline"])
+
+
+def critical_section(analysed: TraceSet, window: str | None, comm) -> Any:
+    """The critical path of each step over all ranks and the obvious what-if questions, from one dependency graph
+    of the analysed tables."""
+    from .graph.build import build_graph
+    from .graph.critical_path import critical_paths
+    from .graph.whatif_table import CriticalSection, obvious_questions
+
+    graph = build_graph(analysed, window, comm)  # once, for the path and the what-ifs
+    return CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
 
 
 def _options(cls: type, options: dict) -> Any:

@@ -79,18 +79,18 @@ def analysis_from_traces(
     allow_partial: bool = False,
     **load_kw,
 ):
-    """``tracekit.loader.loading.load`` then ``tracekit.analyze``: the Analysis object (``to_dict()``, ``timeline()``,
-    ``annotation(rank)``)."""
-    from ..analyzers import analyze
-    from ..loader.loading import load
+    """The traces loaded and analysed, each rank's own analyses where it loads (``tracekit.analyzers.files``): the
+    Analysis object (``to_dict()``, ``timeline()``, ``annotation(rank)``)."""
+    from ..analyzers.files import analyze_files
 
     if instance is not None and window is None:
         raise click.UsageError("--instance K takes the K-th instance of the --window annotation: give --window NAME too")
 
     compact_arrow_pool()
-    ts = load([str(p) for p in paths], options=build_load_options(**load_kw), executor=executor)
-    return analyze(
-        ts,
+    return analyze_files(
+        [str(p) for p in paths],
+        options=build_load_options(**load_kw),
+        executor=executor,
         dim_map=dim_map,
         align_clocks=not no_align_clocks,
         window=window,

@@ -152,6 +152,8 @@ class TimelineDoc(_Doc, kw_only=True):
     ranks: list[TimelineRank] = []
     clock: TimelineClock | UnsetType = UNSET
     critical_path: TimelinePath | UnsetType = UNSET
+    ranks_total: Int | UnsetType = UNSET  # when ``ranks`` holds a selection: how many ranks the run has
+    selection: str | UnsetType = UNSET  # and which ranks were drawn, why
 
 
 _VERDICT_FIX = "pass the file `tracekit check --json FILE` wrote"

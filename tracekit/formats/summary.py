@@ -231,6 +231,19 @@ class CollectivesLimit(_Doc, kw_only=True):
     omitted: Int = 0
 
 
+class RankDetail(_Doc, kw_only=True):
+    """With more ranks than ``full_detail_ranks``: the rows each rank's detail sections keep, and those left out
+    (tracekit/analyzers/rank_detail.py)."""
+
+    ranks: Int
+    full_detail_ranks: Int
+    kernels_per_rank: Int | None = None
+    outliers_per_rank: Int | None = None
+    memory_points_per_device: Int | None = None
+    kernel_rows_omitted: Int = 0
+    outlier_rows_omitted: Int = 0
+
+
 class ClockOffset(_Doc, kw_only=True):
     rank: Rank
     offset_us: Num  # as applied: 0 where the estimate is inside its own error bound
@@ -342,6 +355,7 @@ class SummaryDoc(_Doc, kw_only=True):
     by_process_group: list[GroupRow] = []
     collectives: list[CollectiveRow] = []
     collectives_limit: CollectivesLimit | None = None  # absent in summaries before the limit
+    rank_detail: RankDetail | UnsetType = UNSET  # only when each rank's detail was cut (many ranks)
     clock_offsets: list[ClockOffset] = []
     stragglers: list[Straggler] = []
     unrecognised_kernels: list[UnrecognisedKernel] = []

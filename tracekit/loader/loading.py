@@ -175,11 +175,31 @@ def assemble(
     files: list[str], results: Iterable[tuple[EventTable, RankInfo]], manifest: dict, notes: Sequence[str] = ()
 ) -> TraceSet:
     """``notes``: run-wide warnings from the options (a user pattern RE2 cannot run)."""
-    tables: dict[int, EventTable] = {}
-    infos: dict[int, RankInfo] = {}
-    warnings: list[str] = list(notes)
     results = list(results)
-    for path, (table, info) in zip(files, results):
+    infos, metadata = assemble_infos(
+        files, [i for _, i in results], [int(t["ts_ns"].min()) if len(t) else None for t, _ in results], manifest, notes
+    )
+    tables = {infos_rank: table for infos_rank, (table, _) in zip(_ranks_in_order(files, results, infos), results)}
+    return TraceSet(tables, infos, metadata)
+
+
+def _ranks_in_order(files, results, infos) -> list[int]:
+    """The rank each result became (a lone trace without a rank is rank 0)."""
+    if len(files) == 1 and results:
+        return list(infos)
+    return [i.rank for _, i in results]
+
+
+def assemble_infos(
+    files: list[str], infos_in: Sequence[RankInfo], starts: Sequence[int | None], manifest: dict, notes: Sequence[str] = ()
+) -> tuple[dict[int, RankInfo], RunMetadata]:
+    """The run from each file's RankInfo and first event time (None for an empty table): ranks checked (each once,
+    one world size), missing ranks and traces of another run warned about, the manifest's layout and groups. What
+    ``assemble`` does without the tables, for an analysis whose tables stay where they were loaded."""
+    infos: dict[int, RankInfo] = {}
+    first: dict[int, int] = {}
+    warnings: list[str] = list(notes)
+    for path, info, t0 in zip(files, infos_in, starts):
         check_rank(info)
         rank = info.rank
         if rank < 0 or info.generation.get("rank") == "absent":
@@ -196,12 +216,14 @@ def assemble(
             warnings.append(f"{path}: {what}; treated as rank 0 of a 1-rank run")
             rank = 0
             info = replace(info, rank=0, world_size=1)
-        if rank in tables:
+        if rank in infos:
             raise MissingRankError(
                 f"{path}: rank {rank} appears twice (also in {infos[rank].source}); "
                 "remove the duplicate or load the runs separately"
             )
-        tables[rank], infos[rank] = table, info
+        infos[rank] = info
+        if t0 is not None:
+            first[rank] = t0
         warnings += list(info.warnings)
     worlds = {i.world_size for i in infos.values() if i.world_size > 0}
     if len(worlds) > 1:
@@ -209,12 +231,12 @@ def assemble(
             f"traces of different runs mixed: world sizes {sorted(worlds)} in "
             f"{os.path.dirname(files[0]) or '.'}; load each run's directory separately"
         )
-    world = worlds.pop() if worlds else max(len(tables), max(tables, default=-1) + 1)
-    infos = {r: i if i.world_size > 0 else replace(i, world_size=world) for r, i in infos.items()}
-    missing = sorted(set(range(world)) - set(tables)) if len(tables) > 1 else []
+    world = worlds.pop() if worlds else max(len(infos), max(infos, default=-1) + 1)
+    infos = {r: i if i.world_size > 0 else replace(i, world_size=world) for r, i in sorted(infos.items())}
+    missing = sorted(set(range(world)) - set(infos)) if len(infos) > 1 else []
     if missing:
         warnings.append(f"ranks {_ranges(missing)} of {world} have no trace; cross-rank figures cover the loaded ranks only")
-    warnings += _mixed_run_warnings(tables)
+    warnings += _mixed_run_warnings(first)
     backend = next((i.backend for i in infos.values() if i.backend), "")
     layout = _manifest_layout(manifest, warnings)
     groups = manifest.get("process_groups")
@@ -226,7 +248,7 @@ def assemble(
     meta = RunMetadata(
         world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest, warnings=tuple(warnings)
     )
-    return TraceSet(tables, infos, meta)
+    return infos, meta
 
 
 def _manifest_layout(manifest: dict, warnings: list[str]) -> ParallelLayout:
@@ -240,9 +262,9 @@ def _manifest_layout(manifest: dict, warnings: list[str]) -> ParallelLayout:
         return ParallelLayout.unknown()
 
 
-def _mixed_run_warnings(tables: dict[int, EventTable]) -> list[str]:
-    """Ranks of one run overlap in time up to clock skew; traces hours apart are from different runs."""
-    starts = {r: int(t["ts_ns"].min()) for r, t in tables.items() if len(t)}
+def _mixed_run_warnings(starts: dict[int, int]) -> list[str]:
+    """Ranks of one run overlap in time up to clock skew; traces hours apart are from different runs. ``starts``:
+    rank -> first event time."""
     if len(starts) < 2:
         return []
     lo, hi = min(starts, key=lambda r: starts[r]), max(starts, key=lambda r: starts[r])

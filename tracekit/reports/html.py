@@ -110,7 +110,7 @@ def _collapsed(summary: Mapping, data: Mapping) -> dict[str, str | None]:
 
 def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None, max_events: int, plotly: str = "inline") -> dict:
     tl = prepare(summary, timeline, max_events)
-    notes = [n for n in [view.clock_note(summary), downsample_note(tl)] if n]
+    notes = [n for n in [view.clock_note(summary), downsample_note(tl), tl.selection] if n]
     if tl.source == "collectives":
         notes.append(
             "timeline built from the summary's collectives only (no compute intervals were given): each "

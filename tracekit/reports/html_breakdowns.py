@@ -60,12 +60,16 @@ def _unavailable(section: Any) -> str | None:
     return None
 
 
-def kernels_by_short_name(rows: list[Mapping]) -> list[dict]:
-    """Rows of ``kernel_breakdown`` summed per short name, largest total first; the class when all agree."""
+def kernels_by_short_name(rows: list[Mapping], each_name: bool = False) -> list[dict]:
+    """Rows of ``kernel_breakdown`` summed per short name, largest total first; the class when all agree.
+    ``each_name``: every full name its own row (labelled with its short name), for a summary that kept each rank's
+    longest kernels only (``rank_detail``), where a sum over the kept rows would not be the rank's."""
     acc: dict[str, dict] = {}
     for r in rows:
+        short = str(r.get("short_name") or r.get("name"))
         a = acc.setdefault(
-            str(r.get("short_name") or r.get("name")), {"classes": set(), "count": 0, "total_us": 0.0, "share": 0.0, "names": 0}
+            str(r.get("name")) if each_name else short,
+            {"label": short, "classes": set(), "count": 0, "total_us": 0.0, "share": 0.0, "names": 0},
         )
         a["classes"].add(str(r.get("class", "")))
         a["count"] += int(r.get("count") or 0)
@@ -74,21 +78,21 @@ def kernels_by_short_name(rows: list[Mapping]) -> list[dict]:
         a["names"] += 1
     out = [
         {
-            "short_name": k,
+            "short_name": v["label"],
             "class": next(iter(v["classes"])) if len(v["classes"]) == 1 else "mixed",
             **{f: v[f] for f in ("count", "total_us", "share", "names")},
         }
-        for k, v in acc.items()
+        for v in acc.values()
     ]
     return sorted(out, key=lambda r: (-r["total_us"], r["short_name"]))
 
 
-def _kernels(i: int, r: Mapping) -> dict:
+def _kernels(i: int, r: Mapping, cut: bool = False) -> dict:
     kb = r.get("kernel_breakdown")
     why = _unavailable(kb) if kb is not None else "not in this summary"
     if why:
         return {"reason": why}
-    rows = kernels_by_short_name(list(kb or []))
+    rows = kernels_by_short_name(list(kb or []), each_name=cut)
     base = f"derived.ranks.{i}.kernels_by_short_name"
     shown = [
         {
@@ -103,7 +107,7 @@ def _kernels(i: int, r: Mapping) -> dict:
         for j, x in enumerate(rows[:TOP_KERNELS])
     ]
     head = heads(("short name", "class", "count", "total", "share of busy"), in_column_units(shown, 5))
-    return {"rows": shown, "heads": head, "total": len(rows), "names": len(kb or [])}
+    return {"rows": shown, "heads": head, "total": len(rows), "names": len(kb or []), "cut": cut}
 
 
 def _busy(i: int, r: Mapping) -> dict:
@@ -335,11 +339,12 @@ def context(summary: Mapping) -> dict:
     ranks = summary.get("ranks") or []
     shown = list(range(min(len(ranks), MAX_RANKS)))
     activation = summary.get("activation_memory") or {}
+    cut = bool((summary.get("rank_detail") or {}).get("kernel_rows_omitted"))  # each rank's longest kernels only
     blocks = [
         {
             "rank": ranks[i]["rank"],
             "index": i,
-            "kernels": _guard(_kernels, i, ranks[i]),
+            "kernels": _guard(_kernels, i, ranks[i], cut),
             "busy": _guard(_busy, i, ranks[i]),
             "idle": _guard(_idle, i, ranks[i]),
             "launches": _guard(_launches, i, ranks[i]),

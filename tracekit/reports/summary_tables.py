@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .. import units
 from ..analyzers.names import short_name
+from . import rank_rows as rank_rows_mod
 from . import view
 
 # field -> header label (the unit is added from the column's values)
@@ -126,6 +127,7 @@ COLLECTIVE_COLS = (
     Col("busbw_gbps", DROPPABLE),
 )
 STRAGGLER_COLS = tuple(Col(f) for f in view.STRAGGLER_FIELDS)
+STRAGGLER_COLS_NUMERIC = ("last_arrivals", "instances", "mean_lateness_us", "total_caused_wait_us")
 OFFSET_COLS = (Col("rank"), Col("offset_us"), Col("spread_us"), Col("matched"), Col("method"))
 UNRECOGNISED_COLS = (Col("name", name=True), Col("count"), Col("total_us"), Col("streams"))
 MEMORY_COLS = (Col("rank"), Col("layer"), Col("measured_bytes"), Col("model_bytes"), Col("delta_bytes"), Col("model"))
@@ -158,7 +160,9 @@ LAUNCH_COLS = (
     Col("launch_bound"),
     Col("outliers", DROPPABLE),
 )
-MAX_BREAKDOWN_RANKS = 16
+IDLE_NUMERIC = ("wall_us", "idle_us", "host_wait_us", "dependency_wait_us", "other_us")
+LAUNCH_NUMERIC = ("median_delay_us", "p95_delay_us", "median_runtime_us", "median_kernel_us")
+KERNELS_CUT_NOTE = "each full name its own row (the summary keeps each rank's kernels with the most device time: rank_detail)"
 IDLE_NOTE = (
     "host wait: nothing was launched yet (the host is behind); dependency: launched, but waiting on another "
     "stream or a sync; host bound: steps where host wait is half the step or more"
@@ -176,28 +180,49 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
     # the multi-stream column shows by default only where it has something to say, and then with its meaning
     multi = any(float(r["totals"].get("multi_stream_comm_us") or 0.0) > 0 for r in ranks)
     spec: list[Col] = [Col(c.field, DROPPABLE) if multi and c.field == "multi_stream_comm_us" else c for c in RANK_COLS]
+    rank_rows, suffix, many = rank_rows_mod.summarised(
+        rank_rows,
+        [c.field for c in RANK_COLS],
+        lambda r: rank_rows_mod.number(r.get("exposed_comm_us")),
+        top,
+        "the most exposed communication",
+    )
     out = [
         _section(
-            "per rank (totals over complete steps)",
+            f"per rank (totals over complete steps){suffix}",
             rank_rows,
             (Col("rank"), Col("steps", DROPPABLE), *spec),
             wide,
             full_names,
-            (MULTI_STREAM_NOTE,) if wide or multi else (),
+            (*many, *((MULTI_STREAM_NOTE,) if wide or multi else ())),
         )
     ]
     out += partial_steps(ranks, wide, full_names)
     cols = summary.get("collectives") or []
     picked = [cols[i] for i in view.top_exposed(summary, top)]
     memory = (summary.get("activation_memory") or {}).get("layers") or []
+    stragglers, s_suffix, s_notes = rank_rows_mod.summarised(
+        summary.get("stragglers") or [],
+        STRAGGLER_COLS_NUMERIC,
+        lambda r: rank_rows_mod.number(r.get("total_caused_wait_us")),
+        top,
+        "the most caused wait",
+    )
+    offsets, o_suffix, o_notes = rank_rows_mod.summarised(
+        summary.get("clock_offsets") or [],
+        ("offset_us", "spread_us", "matched"),
+        lambda r: abs(rank_rows_mod.number(r.get("offset_us"))),
+        top,
+        "the largest corrections",
+    )
     from .explain import dimension_notes, gloo_reduce_scatter
 
     gloo = gloo_reduce_scatter(summary)
     for title, rows, table_cols, notes in (
         ("by dimension and op (summed over ranks)", summary.get("by_dimension") or [], DIMENSION_COLS, dimension_notes(summary)),
         (f"top {len(picked)} exposed collectives", picked, COLLECTIVE_COLS, [gloo] if gloo else []),
-        ("stragglers (who arrives last)", summary.get("stragglers") or [], STRAGGLER_COLS, []),
-        ("clock offsets (against the lowest rank)", summary.get("clock_offsets") or [], OFFSET_COLS, []),
+        (f"stragglers (who arrives last){s_suffix}", stragglers, STRAGGLER_COLS, s_notes),
+        (f"clock offsets (against the lowest rank){o_suffix}", offsets, OFFSET_COLS, o_notes),
         (
             "unrecognised kernels on communication streams (a comm rule may be missing)",
             summary.get("unrecognised_kernels") or [],
@@ -208,7 +233,8 @@ def build(summary: Mapping, *, top: int = 10, wide: bool = False, full_names: bo
     ):
         if rows:
             out.append(_section(title, rows, table_cols, wide, full_names, notes))
-    out += breakdown_sections(ranks, top=top, wide=wide, full_names=full_names)
+    cut = bool((summary.get("rank_detail") or {}).get("kernel_rows_omitted"))
+    out += breakdown_sections(ranks, top=top, wide=wide, full_names=full_names, cut=cut)
     return out
 
 
@@ -240,9 +266,12 @@ def partial_steps(ranks: Sequence[Mapping], wide: bool, full_names: bool) -> lis
     return [_section(title, rows[:MAX_PARTIAL_ROWS], PARTIAL_COLS, wide, full_names, more)]
 
 
-def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_names: bool) -> list[Section]:
+def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_names: bool, cut: bool = False) -> list[Section]:
     """The single-rank breakdowns (docs/breakdowns.md), compact: kernels by class and by short name for the
-    lowest rank with device work, then idle time by cause and launch statistics one row per rank."""
+    lowest rank with device work, then idle time by cause and launch statistics one row per rank (summarised
+    beyond MAX_RANK_ROWS ranks: rank_rows.py). ``cut``: the summary kept each rank's longest kernels only
+    (``rank_detail``), so kernels are listed by full name, each row its own: a sum by short name over the kept
+    rows would not be the rank's."""
     gpu = [r for r in ranks if isinstance(r.get("kernel_breakdown"), list)]
     if not gpu:
         return []
@@ -261,7 +290,7 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
                 overlap_note(classes),
             )
         )
-    kernels = _by_short_name(r0["kernel_breakdown"], full_names)[:top]
+    kernels = _by_short_name(r0["kernel_breakdown"], full_names or cut)[:top]
     if kernels:
         out.append(
             _section(
@@ -270,16 +299,21 @@ def breakdown_sections(ranks: Sequence[Mapping], *, top: int, wide: bool, full_n
                 (Col("name" if full_names else "short_name", name=True), *KERNEL_COLS[1:]),
                 wide,
                 full_names,
+                (KERNELS_CUT_NOTE,) if cut else (),
             )
         )
-    shown = gpu[:MAX_BREAKDOWN_RANKS]
-    more = (f"{len(gpu) - len(shown)} more ranks in --format json",) if len(gpu) > len(shown) else ()
-    idle = [_idle_row(r) for r in shown if _available(r.get("idle_breakdown"))]
+    idle = [_idle_row(r) for r in gpu if _available(r.get("idle_breakdown"))]
+    idle, i_suffix, i_notes = rank_rows_mod.summarised(
+        idle, IDLE_NUMERIC, lambda r: rank_rows_mod.number(r.get("idle_us")), top, "the most idle time"
+    )
     if idle:
-        out.append(_section("device idle time by cause", idle, IDLE_COLS, wide, full_names, (IDLE_NOTE, *more)))
-    launches = [_launch_row(r) for r in shown if _available(r.get("launch_stats"))]
+        out.append(_section(f"device idle time by cause{i_suffix}", idle, IDLE_COLS, wide, full_names, (IDLE_NOTE, *i_notes)))
+    launches = [_launch_row(r) for r in gpu if _available(r.get("launch_stats"))]
+    launches, l_suffix, l_notes = rank_rows_mod.summarised(
+        launches, LAUNCH_NUMERIC, lambda r: rank_rows_mod.number(r.get("p95_delay_us")), top, "the longest p95 delay"
+    )
     if launches:
-        out.append(_section("kernel launches", launches, LAUNCH_COLS, wide, full_names, (LAUNCH_NOTE, *more)))
+        out.append(_section(f"kernel launches{l_suffix}", launches, LAUNCH_COLS, wide, full_names, (LAUNCH_NOTE, *l_notes)))
     return out
 
 

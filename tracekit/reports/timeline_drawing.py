@@ -48,6 +48,7 @@ class Timeline:
     # {"common": False}: what the x axis is (the page says it)
     clock: dict
     path: dict | None = None  # the document's critical_path (1.1), start_us already from the origin
+    selection: str = ""  # when the document draws some of the run's ranks: which, and why
 
     @property
     def downsampled(self) -> bool:
@@ -90,12 +91,19 @@ def from_collectives(summary: Mapping) -> dict:
             walls.setdefault(s["step"], []).append(float(s.get("wall_us") or 0.0))
     if not walls:
         return {"schema": TIMELINE_SCHEMA, "ranks": []}
-    from ..analyzers.comm.timeline_record import median_step  # numpy and pandas for the HTML report only
+    from ..analyzers.comm.timeline_record import drawn_ranks, median_step  # numpy and pandas for the HTML report only
 
     step = median_step(walls)
+    late = [int(s["rank"]) for s in summary.get("stragglers") or []]
+    waited = {int(r["rank"]): float(r["wait_us"]) for r in ranks if r.get("wait_us") is not None}
+    drawn, why = drawn_ranks([int(r["rank"]) for r in ranks], late, waited)
+    of_step: dict[int, list] = {r: [] for r in drawn}  # one pass over the rows, not one per rank
+    for c in summary.get("collectives") or []:
+        if c.get("step") == step and c.get("rank") in of_step:
+            of_step[c["rank"]].append(c)
     out = []
-    for r in ranks:
-        cols = [c for c in summary.get("collectives") or [] if c.get("rank") == r["rank"] and c.get("step") == step]
+    for rank in drawn:
+        cols = of_step[rank]
         ivs = [
             [
                 float(c["start_us"]),
@@ -106,8 +114,11 @@ def from_collectives(summary: Mapping) -> dict:
         ]
         t0 = min((iv[0] for iv in ivs), default=0.0)
         t1 = max((iv[1] for iv in ivs), default=0.0)
-        out.append({"rank": r["rank"], "step": step, "window_us": [t0, t1], "intervals": ivs})
-    return {"schema": TIMELINE_SCHEMA, "ranks": out}
+        out.append({"rank": rank, "step": step, "window_us": [t0, t1], "intervals": ivs})
+    doc: dict = {"schema": TIMELINE_SCHEMA, "ranks": out}
+    if why:
+        doc.update(ranks_total=len(ranks), selection=why)
+    return doc
 
 
 def _ns(us_value: float) -> int:
@@ -188,7 +199,8 @@ def prepare(summary: Mapping, timeline: TimelineDoc | Mapping | None, max_events
         if tl.critical_path is not UNSET:
             path = to_builtins(tl.critical_path)
             path["segments"] = [{**g, "start_us": (_ns(g["start_us"]) - origin_ns) / 1e3} for g in path["segments"]]
-    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0), clock, path)
+    selection = "" if tl.selection is UNSET else tl.selection
+    return Timeline(tuple(ranks), source, shown, total, 0.0 if gap is None else max(gap, 0.0), clock, path, selection)
 
 
 def _window(r: TimelineRank) -> list[float]:

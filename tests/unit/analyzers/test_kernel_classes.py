@@ -3,13 +3,14 @@ traces in tests/data (the same files as ../shared/traces), plus names from the l
 (attention, MoE routing, FP8/FP4 GEMMs), each labelled by hand; the classifier must give every label."""
 
 import glob
+import pickle
 
 import numpy as np
 import pytest
 
 from tests.helpers.data import DATA
 from tracekit.analyzers.breakdowns.device_scope import scope
-from tracekit.analyzers.breakdowns.kernel_classes import CLASSES, ClassRule, ClassRuleSet
+from tracekit.analyzers.breakdowns.kernel_classes import _MEMO, CLASSES, ClassRule, ClassRuleSet
 from tracekit.analyzers.breakdowns.kernels import label_codes
 from tracekit.loader.classify import RuleSet
 from tracekit.loader.loading import LoadOptions, load
@@ -63,10 +64,20 @@ def test_user_rules_come_first_and_run_on_re2():
 
 
 def test_a_long_name_is_classified_on_its_head_once():
-    rules = ClassRuleSet()
+    rules = ClassRuleSet().with_rules([ClassRule(r"^only_in_this_test$", "other")])  # a memo of its own
     name = "void at::native::vectorized_elementwise_kernel<4, " + "x" * (2 << 20)
     assert rules.classify([name, name], [int(EventKind.KERNEL)] * 2) == ["elementwise", "elementwise"]
-    assert len(rules._memo) == 1  # worked out once per distinct (name head, kind)
+    assert len(_MEMO[rules]) == 1  # worked out once per distinct (name head, kind)
+
+
+def test_equal_rule_sets_share_what_they_worked_out():
+    """A rank analysed in a worker gets its own unpickled copy of the rule set: equal, so it finds the classes the
+    ranks before it worked out in that process."""
+    rules = ClassRuleSet().with_rules([ClassRule(r"^shared_in_this_test$", "gemm")])
+    assert rules.classify(["shared_in_this_test", "ampere_sgemm_32x32"], [int(EventKind.KERNEL)] * 2) == ["gemm", "gemm"]
+    copy = pickle.loads(pickle.dumps(rules))
+    assert copy is not rules and copy == rules and _MEMO[copy] is _MEMO[rules]
+    assert len(_MEMO[rules]) == 2
 
 
 TRACES = sorted(glob.glob(str(DATA / "kineto-gpu*" / "*.json.gz")) + glob.glob(str(DATA / "kineto-tb-plugin" / "*.json.gz")))

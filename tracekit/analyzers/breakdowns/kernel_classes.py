@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...loader.classify import DEFAULT_RULES as COMM_RULES
 from ...loader.classify import CommRule
@@ -98,7 +98,6 @@ DEFAULT_CLASS_RULES: tuple[ClassRule, ...] = tuple(
 class ClassRuleSet:
     rules: tuple[ClassRule, ...] = DEFAULT_CLASS_RULES
     comm_rules: tuple[CommRule, ...] = COMM_RULES
-    _memo: dict = field(default_factory=dict, repr=False, compare=False)  # (name head, kind) -> class
 
     def with_rules(self, extra: Sequence[ClassRule]) -> ClassRuleSet:
         """User rules first: they win over the shipped ones (RE2, as user comm rules; see loader/patterns.py)."""
@@ -107,18 +106,24 @@ class ClassRuleSet:
         return ClassRuleSet(tuple(extra) + self.rules, self.comm_rules)
 
     def classify(self, names: Iterable[str], kinds: Iterable[int]) -> list[str]:
-        """The class of each (unique name, kind) pair, each distinct pair worked out once for this rule set."""
-        memo = self._memo
+        """The class of each (unique name, kind) pair, each distinct pair (its first MAX_MATCH_CHARS characters)
+        worked out once per rule set for the process's lifetime: the ranks of a run share their kernel names, and a
+        rank analysed in a worker brings its own unpickled copy of the rule set, equal to the others."""
+        memo = _MEMO.setdefault(self, {})
         out = []
         for name, kind in zip(names, kinds):
             key = (name[:MAX_MATCH_CHARS], int(kind))
             c = memo.get(key)
             if c is None:
                 c = _class_of(key[0], key[1], self.rules, self.comm_rules)
-                if len(memo) < 1 << 16:
+                if len(memo) < _MEMO_LIMIT:
                     memo[key] = c
             out.append(c)
         return out
+
+
+_MEMO: dict[ClassRuleSet, dict[tuple[str, int], str]] = {}  # rule set -> (name head, kind) -> class
+_MEMO_LIMIT = 1 << 16  # distinct pairs remembered per rule set; beyond, each is worked out again
 
 
 _FIXED = {int(EventKind.MEMCPY): "memcpy", int(EventKind.MEMSET): "memset", int(EventKind.SYNC): "sync"}

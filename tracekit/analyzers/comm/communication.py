@@ -3,6 +3,7 @@ offsets, stragglers) and the parallel dimension of each instance."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -17,7 +18,7 @@ from .dimensions import dimension_map, dimension_warnings
 from .instances import Instances, UnrecognisedKernel, unrecognised_kernels
 from .overlap import RankOverlap, rank_overlap, restep
 from .steps import plan_steps
-from .truncation import loss_warnings
+from .truncation import DeviceEvents, loss_warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,29 +63,49 @@ class CommAnalyzer:
         if len(traces) == 0:
             raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
         traces, ranks = analysed_ranks(traces, options.window, options.instance)
-        _require_steps(traces, ranks, options)
-        dims = dimension_map(traces, options.dim_map)
-        inst = Instances.concat([r.instances for r in ranks])
-        libraries = comm_libraries(inst["name"])
-        inst = inst.with_columns(dimension=_dimensions(dims, inst, libraries))
-        dim_warnings = dimension_warnings(inst, libraries, inst["dimension"], dims.overrides)
-        multi = len(traces) > 1
-        clockless, clock_warnings = clockless_ranks(traces)
-        usable = [r for r in traces.ranks if r not in clockless]
-        cross = cross_rank(
-            inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
-            usable,
-            options.align_clocks if len(usable) > 1 else False,
-            int(traces.metadata.world_size or 0),
-        )
-        if clockless:
-            cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
-        unrec = _merge_unrecognised(
-            [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces], options.top_unrecognised
-        )
-        warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches + tuple(dim_warnings)
-        warnings += tuple(loss_warnings(traces))
-        return CommResult(ranks, cross, unrec, multi, warnings)
+        unrec = [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces]
+        return combine(traces, ranks, unrec, first_times(traces), options)
+
+
+def combine(
+    traces: TraceSet,
+    ranks: tuple[RankOverlap, ...],
+    unrecognised: Sequence[Sequence[UnrecognisedKernel]],
+    starts: Mapping[int, int | None],
+    options: CommOptions = CommOptions(),
+    device_events: Mapping[int, DeviceEvents] | None = None,
+) -> CommResult:
+    """The cross-rank half: from each rank's overlap and collective instances (``ranks``, in rank order), its
+    unrecognised kernels, its first event time (``starts``, None when it has none) and its device events
+    (``device_events``: what a truncated rank kept, against the whole ranks; counted from the tables when not
+    given), the matched collectives, clocks, stragglers and dimensions. ``traces`` is read for its RankInfos and
+    metadata only, never its tables, when ``device_events`` is given."""
+    _require_steps(traces, ranks, options)
+    dims = dimension_map(traces, options.dim_map)
+    inst = Instances.concat([r.instances for r in ranks])
+    libraries = comm_libraries(inst["name"])
+    inst = inst.with_columns(dimension=_dimensions(dims, inst, libraries))
+    dim_warnings = dimension_warnings(inst, libraries, inst["dimension"], dims.overrides)
+    multi = len(traces) > 1
+    clockless, clock_warnings = clockless_ranks(traces, starts)
+    usable = [r for r in traces.ranks if r not in clockless]
+    cross = cross_rank(
+        inst.select(~np.isin(inst["rank"], clockless)) if clockless else inst,
+        usable,
+        options.align_clocks if len(usable) > 1 else False,
+        int(traces.metadata.world_size or 0),
+    )
+    if clockless:
+        cross = replace(cross, instances=_unmatched(cross.instances, inst.select(np.isin(inst["rank"], clockless))))
+    unrec = _merge_unrecognised(unrecognised, options.top_unrecognised)
+    warnings = tuple(w for r in ranks for w in r.warnings) + tuple(clock_warnings) + cross.mismatches + tuple(dim_warnings)
+    warnings += tuple(loss_warnings(traces, device_events))
+    return CommResult(ranks, cross, unrec, multi, warnings)
+
+
+def first_times(traces: TraceSet) -> dict[int, int | None]:
+    """rank -> the time of its first event (None for an empty table)."""
+    return {r: int(t["ts_ns"].min()) if len(t) else None for r, t in traces}
 
 
 def analysed_ranks(
@@ -130,10 +151,11 @@ def _sources(traces: TraceSet) -> str:
     return ", ".join(srcs[:3]) + (f" and {len(srcs) - 3} more" if len(srcs) > 3 else "")
 
 
-def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
+def clockless_ranks(traces: TraceSet, starts: Mapping[int, int | None] | None = None) -> tuple[list[int], list[str]]:
     """Ranks whose clock cannot be put beside the others': the trace lost its ``baseTimeNanoseconds`` (a
     truncated file: Kineto writes it after the events) while other ranks have one, or it starts more than an
-    hour away from the other ranks (another run); and truncated ranks, whose lost collectives would move their
+    hour away from the other ranks (another run; ``starts``: rank -> first event time, from the tables when not
+    given); and truncated ranks, whose lost collectives would move their
     peers' figures. They are left out of every cross-rank figure, as if not loaded."""
     if len(traces) < 2:
         return [], []
@@ -153,10 +175,11 @@ def clockless_ranks(traces: TraceSet) -> tuple[list[int], list[str]]:
             out[r] = (
                 "truncated trace: the collectives it lost would leave its peers' instances unmatched and shift the clock estimate"
             )
-    starts = {r: int(t["ts_ns"].min()) for r, t in traces if len(t) and r not in out}
-    if len(starts) >= 2:
-        mid = float(np.median(list(starts.values())))
-        for r, t0 in starts.items():
+    starts = first_times(traces) if starts is None else starts
+    known = {r: t0 for r, t0 in starts.items() if t0 is not None and r not in out}
+    if len(known) >= 2:
+        mid = float(np.median(list(known.values())))
+        for r, t0 in known.items():
             if abs(t0 - mid) > 3600e9:
                 out[r] = f"no usable clock: it starts {abs(t0 - mid) / 1e9:.0f} s away from the other ranks (another run?)"
     warnings = [

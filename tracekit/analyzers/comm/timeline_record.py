@@ -150,22 +150,71 @@ def int_offsets(offsets: Sequence | None) -> dict[int, int]:
     return {int(o.rank): int(round(o.offset_ns)) for o in offsets or ()}
 
 
-def build_timeline(traces: TraceSet, ranks: tuple[RankOverlap, ...], offsets: Sequence | None = None, critical=None) -> dict:
+DEFAULT_TIMELINE_RANKS = 32  # ranks drawn at most: a thousand lanes are unreadable, and each costs a table read
+
+
+def drawn_ranks(
+    ranks: Sequence[int],
+    late: Sequence[int] = (),
+    waited: Mapping[int, float] | None = None,
+    max_ranks: int = DEFAULT_TIMELINE_RANKS,
+) -> tuple[list[int], str]:
+    """The ranks a timeline draws, in rank order, and why those: every rank up to ``max_ranks``; beyond, the
+    reference rank (the lowest, the clock's), then in turn the stragglers (``late``, the one that made its peers
+    wait longest first) and the ranks that waited longest (``waited``: rank -> wait), then the lowest numbers."""
+    ranks = sorted(ranks)
+    if len(ranks) <= max_ranks:
+        return ranks, ""
+    most_waiting = [r for r, _ in sorted((waited or {}).items(), key=lambda kv: (-kv[1], kv[0]))]
+    known = set(ranks)
+    chosen = {ranks[0]: None}
+    pools = [iter(late), iter(most_waiting)]
+    while len(chosen) < max_ranks and pools:
+        pool = pools.pop(0)
+        r = next((r for r in pool if r in known and r not in chosen), None)
+        if r is not None:  # an exhausted pool drops out; the other keeps its turn
+            chosen[r] = None
+            pools.append(pool)
+    for r in ranks:
+        if len(chosen) >= max_ranks:
+            break
+        chosen.setdefault(r, None)
+    why = (
+        f"{len(chosen)} of {len(ranks)} ranks drawn: rank {ranks[0]} (the clock's reference), then in turn the "
+        "ranks that made their peers wait longest (stragglers) and those that waited longest"
+    )
+    return sorted(chosen), why
+
+
+def build_timeline(
+    traces: TraceSet,
+    ranks: tuple[RankOverlap, ...],
+    offsets: Sequence | None = None,
+    critical=None,
+    cross=None,
+    max_ranks: int = DEFAULT_TIMELINE_RANKS,
+) -> dict:
     """The ``tracekit.timeline/1.1`` record for the report. ``offsets``: the analysis' clock offsets
-    (clocks.ClockOffset); ``critical``: its critical_path.CriticalPaths, or None."""
+    (clocks.ClockOffset); ``critical``: its critical_path.CriticalPaths, or None; ``cross``: its CrossRank, which
+    picks the ranks drawn when there are more than ``max_ranks`` (``drawn_ranks``)."""
     picks = representative_steps(ranks)
+    late = [g.rank for g in cross.stragglers] if cross is not None else []
+    drawn, why = drawn_ranks(list(picks), late, cross.wait_by_rank_ns if cross is not None else None, max_ranks)
     plans = {r.rank: r.plan for r in ranks}
     off = int_offsets(offsets)
     ref = traces.ranks[0] if traces.ranks else 0
     ref_base = (traces.info(ref).base_time_ns - off.get(ref, 0)) if traces.ranks else 0
     out = []
-    for r, s in sorted(picks.items()):
+    for r in drawn:
+        s = picks[r]
         d = step_timeline(traces.table(r), traces.info(r), s, plans.get(r)).to_dict()
         base = int(traces.info(r).base_time_ns)
         d.update(base_ns=base, offset_ns=off.get(r, 0), shift_ns=base - off.get(r, 0) - ref_base)
         out.append(d)
     clock = {"reference_rank": int(ref), "base_ns": int(ref_base)}
     doc: dict[str, Any] = {"schema": TIMELINE_WRITTEN, "clock": clock, "ranks": out}
+    if why:
+        doc.update(ranks_total=len(picks), selection=why)
     steps = {d["step"] for d in out}
     if critical is not None and critical.steps:
         step = out[0]["step"] if out else None

@@ -10,6 +10,9 @@ job runs the same steps, so the ratio estimates the share recovered. And what ca
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import units
@@ -17,24 +20,34 @@ from ...model.events import DEVICE_KINDS, EventKind
 from ...model.traceset import TraceSet
 
 
-def _per_step(table) -> float | None:
-    """Device events per profiled step (None without steps)."""
+@dataclass(frozen=True, slots=True)
+class DeviceEvents:
+    """A rank's device events, and per profiled step (None without steps): what ``loss_warnings`` compares, counted
+    where the rank is analysed so that the parent needs no table."""
+
+    kept: int
+    per_step: float | None
+
+
+def device_events(table) -> DeviceEvents:
+    kept = int(np.count_nonzero(table.mask_kind(*DEVICE_KINDS)))
     steps = int(np.count_nonzero(table.mask_kind(EventKind.STEP)))
-    return np.count_nonzero(table.mask_kind(*DEVICE_KINDS)) / steps if steps else None
+    return DeviceEvents(kept, kept / steps if steps else None)
 
 
-def loss_warnings(traces: TraceSet) -> list[str]:
-    """One warning per truncated rank that has device activity (a CPU-only rank's cut is its steps' business)."""
+def loss_warnings(traces: TraceSet, counts: Mapping[int, DeviceEvents] | None = None) -> list[str]:
+    """One warning per truncated rank that has device activity (a CPU-only rank's cut is its steps' business).
+    ``counts``: rank -> its DeviceEvents; without it, counted from the tables (only when a rank is truncated)."""
     infos = {r: traces.info(r) for r in traces.ranks}
     whole = [r for r, i in infos.items() if not i.truncated]
     out = []
     for r, info in infos.items():
         if not info.truncated or info.activities_whole or info.device_type == "cpu":
             continue
-        table = traces.table(r)
-        kept = int(np.count_nonzero(table.mask_kind(*DEVICE_KINDS)))
-        mine = _per_step(table)
-        peers = [p for p in (_per_step(traces.table(w)) for w in whole if infos[w].device_type == info.device_type) if p]
+        if counts is None:
+            counts = {q: device_events(traces.table(q)) for q in traces.ranks}
+        kept, mine = counts[r].kept, counts[r].per_step
+        peers = [p for p in (counts[w].per_step for w in whole if infos[w].device_type == info.device_type) if p]
         if peers and mine is not None:
             share = mine / float(np.median(peers))
             est = (
