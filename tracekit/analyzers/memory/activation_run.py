@@ -38,7 +38,11 @@ def activation_files_in(dirs) -> list[str]:
     """``activation_r{rank}.json`` files in these directories, ordered by rank."""
     found = []
     for d in dirs:
-        for name in os.listdir(d):
+        try:
+            names = os.listdir(d)
+        except OSError:  # the directory went away or cannot be read: nothing of it to compare
+            continue
+        for name in names:
             m = ACTIVATION_FILE.match(name)
             if m:
                 found.append((int(m.group(1)), os.path.join(d, name)))
@@ -52,6 +56,8 @@ def read_result(path: str) -> ActivationMemoryResult:
         return read_activation(path)
     except TracekitError as exc:
         raise ValueError(f"not an activation-memory result: {exc}") from None
+    except OSError as exc:  # listed, then gone or unreadable (a dangling link, a file removed meanwhile)
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
