@@ -304,7 +304,7 @@ def test_gloo_path_segments_lie_on_the_ops_they_name(browser, tmp_path, gloo_dir
     # item 9); rank 1's base time moved 2.5 s makes one that is, and the check then holds only with it applied
     run = _skewed(gloo_dir, tmp_path / "skewed", 2_500_000_000)
     data, offsets, out = _report_data([run], tmp_path)
-    assert set(offsets) == {0, 1} and abs(offsets[1] - 2_500_000_000) < 1_000_000
+    assert set(offsets) == {0, 1} and abs(offsets[1] - 2_500_000_000) < 50_000_000  # gloo ends jitter by ms
     checked, on_lane = _check_segments(data, offsets, sorted(run.glob("*.json")))
     print(f"gloo: offsets {offsets}: {checked} named segments inside their ops, {on_lane} transfers on the comm lane")
     assert checked >= 5 and on_lane >= 1

@@ -70,6 +70,9 @@ def json_for_script(data: Any) -> str:
     )
 
 
+CRITICAL_LANE_SHARE = 4  # the critical-path lane draws at most max_events // 4 bars (5,000 by default)
+
+
 def downsample_note(tl: Timeline) -> str | None:
     if not tl.downsampled:
         return None
@@ -88,7 +91,9 @@ def _chart_data(summary: Mapping, tl: Timeline, max_events: int) -> dict[str, An
         "memory": charts.memory(summary),
         "timeline": tl.to_dict(),
     }
-    data.update(html_critical.data(summary, data["timeline"], max_events, tl.path))
+    # the lane's bars cost plotly several times a timeline bar each (their hover text): a quarter of the budget,
+    # which draws the real traces' paths whole and merges a 1,024-rank path's (a 1,400-px lane shows no more)
+    data.update(html_critical.data(summary, data["timeline"], max(1, max_events // CRITICAL_LANE_SHARE), tl.path))
     steps = sorted({r["step"] for r in tl.ranks if r.get("step") is not None})
     data["timeline"]["reading"] = (
         f"Step {', '.join(map(str, steps)) or '—'} on {len(tl.ranks)} rank{'s' if len(tl.ranks) != 1 else ''}: exposed "
@@ -145,7 +150,7 @@ def context(summary: Mapping, timeline: Mapping | None, verdict: Mapping | None,
         "verdict": view.verdict(verdict),
         "data": data,
         "data_json": json_for_script(data),
-        "report_js": template_text("report.js") + template_text("critical.js"),
+        "report_js": template_text("critical.js") + template_text("report.js"),
         "report_css": template_text("report.css"),
         "max_events": max_events,
         **html_assets.plotly_context(plotly),

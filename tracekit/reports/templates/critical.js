@@ -1,10 +1,11 @@
 // The critical path of the timeline's step as a highlighted lane on top of the timeline chart, one bar colour per
-// kind (tracekit.reports.html_critical). Names from the trace go through esc() before plotly sees them.
-(function () {
+// kind (tracekit.reports.html_critical). Names from the trace go through esc() before plotly sees them. Defined
+// before report.js runs, which draws the lane with the timeline in one plot: added afterwards, plotly redrew the
+// whole timeline for it (seconds with 20,000 bars).
+var tracekitCriticalLane = function (data) {
   "use strict";
-  var data = JSON.parse(document.getElementById("tracekit-data").textContent);
-  var cp = data.critical, el = document.getElementById("chart-timeline");
-  if (!cp || !el || !el.data) { document.body.setAttribute("data-critical-rendered", "none"); return; }
+  var cp = data.critical;
+  if (!cp) { return null; }
   var esc = function (s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   };
@@ -22,8 +23,5 @@
       hovertemplate: "%{customdata[2]} %{customdata[3]}: %{customdata[4]}<br>%{customdata[0]:.1f}–%{customdata[1]:.1f} µs" +
         "<extra>" + k + "</extra>"};
   }).filter(function (t) { return t.x.length; });
-  var cats = [lane].concat((el.layout.yaxis && el.layout.yaxis.categoryarray) || []);
-  Plotly.addTraces(el, traces);
-  Plotly.relayout(el, {"yaxis.categoryarray": cats, height: (el.layout.height || 300) + 30});
-  document.body.setAttribute("data-critical-rendered", String(traces.length));
-})();
+  return {lane: lane, traces: traces};
+};

@@ -75,12 +75,16 @@
       customdata: s.map(function (p) { return [p.base, p.base + p.x]; }),
       hovertemplate: "%{y}: %{customdata[0]:.1f}–%{customdata[1]:.1f} µs<extra>" + c + "</extra>"};
   });
+  var cpLane = typeof tracekitCriticalLane === "function" ? tracekitCriticalLane(data) : null;
+  if (cpLane) { lanes.unshift(cpLane.lane); tlTraces = tlTraces.concat(cpLane.traces); }
   draw("chart-timeline", tlTraces, base({barmode: "overlay", bargap: 0.15,
     xaxis: {title: {text: tl.clock && tl.clock.common ? "µs from the step's earliest start, rank " +
       tl.clock.reference_rank + "'s clock (offsets applied)" : "µs from each rank's step start"},
       exponentformat: "none", separatethousands: true, automargin: true},
     yaxis: {type: "category", autorange: "reversed", categoryarray: lanes, automargin: true},
     height: Math.max(320, 22 * lanes.length + 160), margin: {l: 110, r: 30, t: 30, b: 110}}));
+  var drawn = cpLane && document.getElementById("chart-timeline");
+  document.body.setAttribute("data-critical-rendered", drawn ? String(cpLane.traces.length) : "none");
 
   var t = data.top;
   if (t.labels.length) {
