@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..formats.activation import file_name
 from ..model.activation import peak_from_memory_events
 from .activation import ActivationMemoryRecorder, _on_cuda
 
@@ -22,7 +23,7 @@ PROFILER_STEP = "ProfilerStep#"
 
 
 def activation_path(out_dir: Path, rank: int) -> Path:
-    return Path(out_dir) / f"activation_r{rank}.json"
+    return Path(out_dir) / file_name(rank)
 
 
 def step_peaks(prof) -> dict[int, int]:

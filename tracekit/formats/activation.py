@@ -10,6 +10,7 @@ read loosely (kept for the writer's round trip, never trusted for a figure).
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -22,6 +23,7 @@ from . import core
 FAMILY, MAJOR = core.family_major(SCHEMA)
 MAX_BYTES = 256 * 1024**2  # per-tensor lists of a long run stay far below this
 _Bytes = Annotated[int, Meta(ge=0, le=2**62)]
+FILE_NAME = re.compile(r"^activation_r(\d+)\.json$")  # the one spelling of the file's name (and file_name below)
 _FIX = "re-record it with --activation-memory (ActivationRecorder.result().save) or delete it"
 
 
@@ -47,6 +49,17 @@ class ActivationDoc(msgspec.Struct, kw_only=True):
     steps: Annotated[list[StepDoc], Meta(min_length=1)]
     rank: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None
     peak_source: str = ""
+
+
+def file_name(rank: int) -> str:
+    """``activation_r{rank}.json``: where a rank's result goes, beside its trace."""
+    return f"activation_r{rank}.json"
+
+
+def rank_of(name: str) -> int | None:
+    """The rank in an activation file's name, None for any other name."""
+    m = FILE_NAME.match(name)
+    return int(m.group(1)) if m else None
 
 
 def read_activation(path: str | os.PathLike) -> ActivationMemoryResult:

@@ -20,6 +20,7 @@ from ..model.layout import LayoutError, ParallelLayout
 from ..model.traceset import RankInfo, RunMetadata, TraceSet, parse_ranks
 from ..runtime.env import check_env
 from ..runtime.memory import gc_paused, release_free_memory
+from .activation import activation_beside
 from .cache import read_cache, source_stamp, write_cache
 from .checks import DEFAULT_MAX_STRING_BYTES, check_header, check_rank, check_strings, check_table
 from .classify import RuleSet
@@ -246,7 +247,13 @@ def assemble_infos(
         if isinstance(g, dict) and g.get("dimension")
     }
     meta = RunMetadata(
-        world_size=world, backend=backend, layout=layout, group_dimensions=dims, manifest=manifest, warnings=tuple(warnings)
+        world_size=world,
+        backend=backend,
+        layout=layout,
+        group_dimensions=dims,
+        manifest=manifest,
+        warnings=tuple(warnings),
+        activation=activation_beside(files),
     )
     return infos, meta
 

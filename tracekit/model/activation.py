@@ -164,3 +164,13 @@ def peak_from_profiler(prof) -> list[int]:
     windows = sorted((e.start_ns(), e.end_ns()) for e in events if e.name().startswith(STEP_MARKER))
     memory = [(e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"]
     return peak_from_memory_events(memory, windows)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationFiles:
+    """The activation-memory files the loader found beside a run's traces (``activation_r{rank}.json``), read:
+    ``found`` every file listed, ``results`` those that read, ``warnings`` one line per file that did not."""
+
+    found: tuple[str, ...] = ()
+    results: tuple[ActivationMemoryResult, ...] = ()
+    warnings: tuple[str, ...] = ()

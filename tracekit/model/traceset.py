@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from .activation import ActivationFiles
 from .dropped import DroppedEvents
 from .events import EventTable
 from .layout import ParallelLayout
@@ -136,6 +137,7 @@ class RunMetadata:
     group_dimensions: Mapping[str, str] = field(default_factory=dict)  # pg name or desc -> dimension
     manifest: Mapping = field(default_factory=dict)  # run.json as written by the collectors, if present
     warnings: tuple[str, ...] = ()
+    activation: ActivationFiles = field(default_factory=ActivationFiles)  # activation_r*.json beside the traces
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, ParallelLayout):  # a plain mapping such as {"tp": 2, "dp": 2}
@@ -155,6 +157,7 @@ class RunMetadata:
             "group_dimensions": dict(self.group_dimensions),
             "manifest": dict(self.manifest),
             "warnings": list(self.warnings),
+            "activation_files": list(self.activation.found),
         }
 
 

@@ -21,6 +21,7 @@ from tracekit.collectors.workloads.config import WorkloadConfig
 from tracekit.errors import ConfigError, SummaryFormatError
 from tracekit.gate.metrics import RunMetrics as Summary
 from tracekit.loader.loading import LoadOptions, load
+from tracekit.model.activation import ActivationFiles
 from tracekit.model.layout import CpKind, ParallelLayout
 from tracekit.model.traceset import RunMetadata
 
@@ -219,7 +220,7 @@ def test_config_from_manifest_is_unchanged():
 
 def test_a_malformed_layout_leaves_the_activation_comparison_out_with_a_warning():
     manifest = {"layout": {"tp": "two"}, "model": {"seq": 64, "hidden": 64, "heads": 8, "batch": 2}}
-    comparison, warnings = compare_files(["activation_r0.json"], manifest)
+    comparison, warnings = compare_files(ActivationFiles(found=("activation_r0.json",)), manifest)
     assert comparison is None and warnings == (
         "activation memory: run.json model does not configure the model (run.json layout: tp='two' is not an "
         "integer; give sizes as integers >= 1)",

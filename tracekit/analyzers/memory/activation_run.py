@@ -1,5 +1,6 @@
-"""Activation memory of a run directory: ``activation_r{rank}.json`` (``ActivationRecorder.result().save``)
-against the model configured from the run manifest ``run.json``.
+"""Activation memory of a run: the ``activation_r{rank}.json`` results (``ActivationRecorder.result().save``) that
+the loader read beside the traces (``traces.metadata.activation``, tracekit.loader.activation) against the model
+configured from the run manifest ``run.json``.
 
 The manifest is read defensively: the model's dimensions come from ``manifest["model"]`` (seq, batch, hidden,
 heads, dtype, dropout; optional tp, cp, sp, cp_kind, recompute, attention, mask_bytes, layernorm_stat_bytes),
@@ -9,55 +10,20 @@ any of tp/cp/sp/cp_kind missing there from ``manifest["layout"]`` (tp, cp, seque
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, TracekitError
-from ...formats.activation import read_activation
 from ...formats.manifest import NAME as MANIFEST
 from ...formats.manifest import read_manifest
-from ...model.activation import ActivationMemoryResult
+from ...loader.activation import read_activation_files
+from ...model.activation import ActivationFiles
 from ...model.dtypes import SHORT_BY_MANIFEST_NAME
 from ...model.layout import CpKind, LayoutError, ParallelLayout
 from ...model.traceset import TraceSet
 from .activation_compare import ActivationComparison, compare_activation_memory
 from .activation_model import DTYPE_BYTES, MemoryConfig
-
-ACTIVATION_FILE = re.compile(r"^activation_r(\d+)\.json$")
-
-
-def activation_files(traces: TraceSet) -> list[str]:
-    """``activation_r{rank}.json`` files beside the loaded traces (the run directory), ordered by rank."""
-    dirs = sorted({os.path.dirname(os.path.abspath(traces.info(r).source)) for r in traces.ranks if traces.info(r).source})
-    return activation_files_in(dirs)
-
-
-def activation_files_in(dirs) -> list[str]:
-    """``activation_r{rank}.json`` files in these directories, ordered by rank."""
-    found = []
-    for d in dirs:
-        try:
-            names = os.listdir(d)
-        except OSError:  # the directory went away or cannot be read: nothing of it to compare
-            continue
-        for name in names:
-            m = ACTIVATION_FILE.match(name)
-            if m:
-                found.append((int(m.group(1)), os.path.join(d, name)))
-    return [p for _, p in sorted(found)]
-
-
-def read_result(path: str) -> ActivationMemoryResult:
-    """The per-layer part of a saved ActivationMemoryResult (see :mod:`tracekit.formats.activation`); a
-    ValueError with one line when the file is not one."""
-    try:
-        return read_activation(path)
-    except TracekitError as exc:
-        raise ValueError(f"not an activation-memory result: {exc}") from None
-    except OSError as exc:  # listed, then gone or unreadable (a dangling link, a file removed meanwhile)
-        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def config_from_manifest(manifest: Mapping) -> MemoryConfig | None:
@@ -102,8 +68,8 @@ def _layout(model: Mapping[str, Any], recorded: object) -> ParallelLayout:
 
 
 def activation_from_run(traces: TraceSet) -> tuple[ActivationComparison | None, tuple[str, ...]]:
-    """The comparison (or None) and warnings for what was found but could not be used."""
-    return compare_files(activation_files(traces), traces.metadata.manifest)
+    """The comparison (or None) and warnings for what the loader found but could not be used."""
+    return compare_files(traces.metadata.activation, traces.metadata.manifest)
 
 
 def activation_from_dir(run_dir) -> tuple[ActivationComparison | None, tuple[str, ...]]:
@@ -116,31 +82,27 @@ def activation_from_dir(run_dir) -> tuple[ActivationComparison | None, tuple[str
             manifest, warnings = read_manifest(path)
         except TracekitError as exc:
             warnings = [f"activation memory: {exc}"]
-    comparison, more = compare_files(activation_files_in([run_dir]), manifest)
+    comparison, more = compare_files(read_activation_files([run_dir]), manifest)
     return comparison, (*warnings, *more)
 
 
-def compare_files(files: list[str], manifest: Mapping) -> tuple[ActivationComparison | None, tuple[str, ...]]:
-    if not files:
+def compare_files(files: ActivationFiles, manifest: Mapping) -> tuple[ActivationComparison | None, tuple[str, ...]]:
+    """The files' results against the model that ``manifest`` configures; the files' own warnings first."""
+    if not files.found:
         return None, ()
     try:
         config = config_from_manifest(manifest or {})
     except TracekitError as exc:
-        return None, (f"activation memory: run.json model does not configure the model ({exc})",)
+        return None, (*files.warnings, f"activation memory: run.json model does not configure the model ({exc})")
     if config is None:
         return None, (
-            f"activation memory: {len(files)} activation_r*.json found but run.json has no model "
+            *files.warnings,
+            f"activation memory: {len(files.found)} activation_r*.json found but run.json has no model "
             "seq/batch/hidden/heads; not compared",
         )
-    results, warnings = [], []
-    for path in files:
-        try:
-            results.append(read_result(path))
-        except ValueError as exc:
-            warnings.append(f"activation memory: {exc}; skipped")
-    if not results:
-        return None, tuple(warnings)
-    return compare_activation_memory(results, config), tuple(warnings)
+    if not files.results:
+        return None, files.warnings
+    return compare_activation_memory(list(files.results), config), files.warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +117,8 @@ class ActivationRun:
 
 
 class ActivationMemoryAnalyzer:
-    """Measured saved-for-backward bytes per layer (``activation_r{rank}.json`` beside the traces) against the
-    model configured from ``run.json``."""
+    """Measured saved-for-backward bytes per layer (the ``activation_r{rank}.json`` results the loader read beside
+    the traces) against the model configured from ``run.json``."""
 
     name: ClassVar[str] = "activation_memory"
     Options: ClassVar[type] = ActivationOptions
