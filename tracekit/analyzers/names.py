@@ -158,6 +158,7 @@ def _scan_from(text: str, start: int):
         raise ValueError(text) from None
 
 
+@functools.lru_cache(maxsize=16384)  # every rank of a run has the same kernels: parsed once per process
 def _levels(name: str) -> tuple[str, ...]:
     """More and more of a name: its short name, every template argument, its whole function (template
     arguments verbatim, no return type, no parameters), the name itself."""

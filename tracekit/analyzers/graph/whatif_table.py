@@ -74,7 +74,10 @@ def slowest_rank(g: Graph) -> tuple[int, float, str] | None:
     ranks = np.unique(g.rank[host])
     if len(ranks) < 2:
         return None
-    totals = {int(r): int(g.dur[host & inside & (g.rank == r)].sum()) for r in ranks}
+    sel = host & inside
+    per_rank = np.zeros(int(ranks.max()) + 1, np.int64)  # one pass over the nodes, not one per rank
+    np.add.at(per_rank, g.rank[sel], g.dur[sel].astype(np.int64))
+    totals = {int(r): int(per_rank[r]) for r in ranks}
     r = max(totals, key=lambda k: (totals[k], -k))
     others = float(np.median([v for k, v in totals.items() if k != r]))
     if totals[r] <= 0 or others >= totals[r]:
