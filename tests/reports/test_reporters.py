@@ -163,7 +163,14 @@ def test_json_options_and_perfetto_compression(tmp_path):
 
 
 def test_analyze_runs_the_explicit_tuple_and_the_old_name_still_imports():
-    assert [a.name for a in ANALYZERS] == ["comm", "activation_memory", "breakdowns", "memory_timeline"]
+    assert [a.name for a in ANALYZERS] == [
+        "comm",
+        "activation_memory",
+        "steps",
+        "breakdowns",
+        "memory_timeline",
+        "critical_path",
+    ]
     with pytest.warns(DeprecationWarning):
         assert tracekit.Summary is tracekit.Analysis
     with pytest.warns(DeprecationWarning):

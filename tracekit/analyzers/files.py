@@ -10,8 +10,7 @@ Nsight exports (whose ranks are numbered only once every export is read), take t
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import replace
 
 from ..loader.executors import map_files
 from ..loader.loading import LoadOptions, _manifest_for, assemble_infos, load
@@ -20,12 +19,11 @@ from ..loader.paths import find_traces
 from ..model.traceset import TraceSet
 from .analysis import Analysis
 from .breakdowns.rank_breakdowns import BreakdownOptions
-from .comm.communication import CommOptions, combine
-from .memory.activation_run import ActivationMemoryAnalyzer, ActivationOptions
+from .comm.communication import CommOptions, StepTables, combine
 from .memory.timeline import MemoryTimelineOptions
 from .per_rank import RankJob, ReloadedTables, analyse_file
 from .rank_detail import detail_limit
-from .registry import ANALYZERS, _options, analyze, critical_section
+from .registry import _options, analyze, assemble, check_options, run_entries
 
 
 def analyze_files(
@@ -33,9 +31,7 @@ def analyze_files(
 ) -> Analysis:
     """``analyze(load(paths, options=..., executor=...), critical_path=..., **kw)``, computed rank by rank where
     each rank loads. ``kw``: the analyzers' options, as ``analyze`` takes them."""
-    unknown = set(kw) - {f.name for a in ANALYZERS for f in fields(a.Options)}
-    if unknown:
-        raise TypeError(f"analyze_files() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    check_options(kw, "analyze_files()")
     options = options or LoadOptions()
     files = find_traces(paths)
     if len(files) == 1 or any(is_export(f) for f in files):
@@ -72,11 +68,11 @@ def analyze_files(
         comm_opts,
         {r: by_rank[r].device_events for r in traces.ranks},
     )
-    activation = ActivationMemoryAnalyzer().run(traces, _options(ActivationOptions, kw))
-    if activation.warnings:
-        comm = replace(comm, warnings=comm.warnings + activation.warnings)
-    paths_section: Any = critical_section(traces, kw.get("window"), comm) if critical_path else None
-    breakdowns = {r: by_rank[r].breakdowns for r in traces.ranks}
-    memory = {r: by_rank[r].memory for r in traces.ranks}
+    done = {  # the per-rank entries, computed where each rank loaded; the registry runs the rest in the parent
+        "comm": comm,
+        "steps": StepTables(traces, {}),  # the workers analysed the steps comm resolved
+        "breakdowns": {r: by_rank[r].breakdowns for r in traces.ranks},
+        "memory_timeline": {r: by_rank[r].memory for r in traces.ranks},
+    }
     del parts, ordered, by_rank
-    return Analysis(traces, comm, activation.comparison, breakdowns, paths_section, memory=memory)
+    return assemble(run_entries(traces, {**kw, "critical_path": critical_path}, done))

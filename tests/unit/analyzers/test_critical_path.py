@@ -256,12 +256,13 @@ def test_overlapping_activities_on_a_stream_keep_the_sums_exact():
 
 
 def test_the_analyzer_protocol_gives_the_same_paths():
-    from tracekit.analyzers.graph.critical_path import CriticalPathAnalyzer
+    from tracekit.analyzers.graph.whatif_table import CriticalPathAnalyzer, CriticalPathOptions
     from tracekit.analyzers.registry import Analyzer
 
     a = CriticalPathAnalyzer()
-    assert isinstance(a, Analyzer)
-    assert a.run(two_ranks()).to_dict() == critical_paths(two_ranks()).to_dict()
+    assert isinstance(a, Analyzer) and a.needs == ("comm", "steps")
+    assert a.run(two_ranks()).paths.to_dict() == critical_paths(two_ranks()).to_dict()
+    assert a.run(two_ranks(), CriticalPathOptions(critical_path=False)) is None
 
 
 def test_the_critical_path_of_a_whatif():

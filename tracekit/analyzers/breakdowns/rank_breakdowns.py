@@ -8,7 +8,7 @@ the JSON's column names. On CPU-only runs the device breakdowns say ``{"availabl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -114,10 +114,14 @@ def breakdowns(traces: TraceSet, options: BreakdownOptions | None = None) -> dic
 
 
 class BreakdownAnalyzer:
-    """The Analyzer protocol (analyzers/registry.py); not yet listed in ANALYZERS."""
+    """The Analyzer protocol (analyzers/registry.py): per rank, the breakdowns of the steps the analysis resolved
+    (``steps``: the re-stepped tables and their plans); alone, of the steps it plans itself."""
 
     name: ClassVar[str] = "breakdowns"
     Options: ClassVar[type] = BreakdownOptions
+    needs: ClassVar[tuple[str, ...]] = ("steps",)
 
-    def run(self, traces: TraceSet, options: BreakdownOptions) -> dict[int, RankBreakdowns]:
+    def run(self, traces: TraceSet, options: BreakdownOptions, inputs: Mapping = {}) -> dict[int, RankBreakdowns]:
+        if "steps" in inputs:
+            traces, options = inputs["steps"].traces, replace(options, plans=inputs["steps"].plans)
         return breakdowns(traces, options)

@@ -58,13 +58,41 @@ class CommResult:
 class CommAnalyzer:
     name: ClassVar[str] = "comm"
     Options: ClassVar[type] = CommOptions
+    needs: ClassVar[tuple[str, ...]] = ()
 
-    def run(self, traces: TraceSet, options: CommOptions = CommOptions()) -> CommResult:
+    def run(self, traces: TraceSet, options: CommOptions = CommOptions(), inputs: Mapping = {}) -> CommResult:
         if len(traces) == 0:
             raise EmptyWindowError("analyze: the trace set holds no rank; pass trace files or a directory of them")
         traces, ranks = analysed_ranks(traces, options.window, options.instance)
         unrec = [unrecognised_kernels(t, options.top_unrecognised) for _, t in traces]
         return combine(traces, ranks, unrec, first_times(traces), options)
+
+
+@dataclass(frozen=True, slots=True)
+class StepOptions:
+    """The step tables take no option of their own: the windows are the comm analyzer's."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTables:
+    """The tables as the analysis resolved the steps (duplicates, nesting, ``--window``): each rank's table
+    re-stepped with the comm analyzer's plan, and the plans, for the analyzers that work on steps."""
+
+    traces: TraceSet
+    plans: Mapping[int, object]
+
+
+class StepTablesAnalyzer:
+    """The registry entry that hands the comm analyzer's steps on: analyzers that need ``steps`` see these tables,
+    so that no one plans the steps a second time."""
+
+    name: ClassVar[str] = "steps"
+    Options: ClassVar[type] = StepOptions
+    needs: ClassVar[tuple[str, ...]] = ("comm",)
+
+    def run(self, traces: TraceSet, options: StepOptions, inputs: Mapping) -> StepTables:
+        plans = {r.rank: r.plan for r in inputs["comm"].ranks if r.plan is not None}
+        return StepTables(traces.with_tables({r: restep(t, plans[r]) if r in plans else t for r, t in traces}), plans)
 
 
 def combine(

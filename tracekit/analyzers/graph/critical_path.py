@@ -13,9 +13,7 @@ last rank to arrive is how the path changes rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import repeat
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -47,7 +45,7 @@ from .whatif import ReplayIndex, Spec, replay_window, scaled_durations
 
 REBIND_ALL = 8  # under a what-if, a step of more than 1/REBIND_ALL of the graph's nodes is rebound whole
 _EDGE_NAMES = {LAUNCH: "(launch latency)", SYNC: "(sync return)", ARRIVE: "(arrival)", RELEASE: "(last arrival)"}
-__all__ = ["CriticalPathAnalyzer", "CriticalPaths", "Crossing", "Segment", "StepPath", "critical_paths"]
+__all__ = ["CriticalPaths", "Crossing", "Segment", "StepPath", "critical_paths"]
 
 
 def critical_paths(
@@ -418,23 +416,3 @@ def _host_waits(g: Graph, lo: int, hi: int) -> dict[str, int]:
     m = (g.rule >= 0) & (g.start[g.dst] >= lo) & (g.start[g.dst] <= hi)
     counts = np.bincount(g.rule[m].astype(np.int64), minlength=len(WAIT_RULES))
     return {k: int(c) for k, c in zip(WAIT_RULES, counts.tolist()) if c}
-
-
-@dataclass(frozen=True, slots=True)
-class CriticalPathOptions:
-    windows: str | None = None  # None: ProfilerStep#N; else the annotation whose instances are the windows
-    dim_map: tuple[str, ...] = ()
-    align_clocks: bool = True
-
-
-class CriticalPathAnalyzer:
-    """The Analyzer protocol (analyzers/registry.py) around critical_paths; not yet listed in ANALYZERS."""
-
-    name: ClassVar[str] = "critical_path"
-    Options: ClassVar[type] = CriticalPathOptions
-
-    def run(self, traces: TraceSet, options: CriticalPathOptions = CriticalPathOptions()) -> CriticalPaths:
-        from ..comm.communication import CommAnalyzer, CommOptions
-
-        comm = CommAnalyzer().run(traces, CommOptions(dim_map=options.dim_map, align_clocks=options.align_clocks))
-        return critical_paths(traces, windows=options.windows, comm=comm)

@@ -10,7 +10,9 @@ ranks, removed by scaling its host time with ``rank:R:host=F``, F = that median 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -155,3 +157,49 @@ class CriticalSection:
 
     def to_dict(self) -> dict:
         return {**self.paths.to_dict(), "whatif": self.table.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPathOptions:
+    critical_path: bool = (
+        True  # analyze() passes False unless asked: the graph over all ranks costs about as much as the analysis
+    )
+    window: str | None = None  # None: ProfilerStep#N; else the annotation whose instances are the windows
+    dim_map: tuple[str, ...] = ()
+    align_clocks: bool = True
+
+
+def critical_section(analysed: TraceSet, window: str | None, comm) -> CriticalSection:
+    """The critical path of each step over all ranks and the obvious what-if questions, from one dependency graph
+    of the analysed tables."""
+    from .build import build_graph
+    from .critical_path import critical_paths
+
+    graph = build_graph(analysed, window, comm)  # once, for the path and the what-ifs
+    return CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
+
+
+class CriticalPathAnalyzer:
+    """The Analyzer protocol (analyzers/registry.py): the summary's ``critical_path`` section, on the tables the
+    analysis resolved (``steps``) with its collectives (``comm``); alone, with a comm analysis of its own. ``None``
+    unless ``critical_path`` is set."""
+
+    name: ClassVar[str] = "critical_path"
+    Options: ClassVar[type] = CriticalPathOptions
+    needs: ClassVar[tuple[str, ...]] = ("comm", "steps")
+
+    def run(
+        self, traces: TraceSet, options: CriticalPathOptions = CriticalPathOptions(), inputs: Mapping = {}
+    ) -> CriticalSection | None:
+        if not options.critical_path:
+            return None
+        if "steps" in inputs:
+            traces = inputs["steps"].traces
+        comm = inputs.get("comm")
+        if comm is None:
+            from ..comm.communication import CommAnalyzer, CommOptions
+
+            comm = CommAnalyzer().run(
+                traces, CommOptions(dim_map=options.dim_map, align_clocks=options.align_clocks, window=options.window)
+            )
+        return critical_section(traces, options.window, comm)

@@ -122,7 +122,8 @@ class ActivationMemoryAnalyzer:
 
     name: ClassVar[str] = "activation_memory"
     Options: ClassVar[type] = ActivationOptions
+    needs: ClassVar[tuple[str, ...]] = ()
 
-    def run(self, traces: TraceSet, options: ActivationOptions = ActivationOptions()) -> ActivationRun:
+    def run(self, traces: TraceSet, options: ActivationOptions = ActivationOptions(), inputs: Mapping = {}) -> ActivationRun:
         comparison, warnings = activation_from_run(traces)
         return ActivationRun(comparison, warnings)

@@ -18,7 +18,8 @@ Why each figure is what it is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -27,6 +28,7 @@ import pandas as pd
 from ...model.events import EventKind as K
 from ...model.events import EventTable, memory_device_label
 from ...model.traceset import TraceSet
+from ..rank_detail import detail_limit
 
 NO_MEMORY = (
     "no [memory] events in the trace: record with profile_memory=True (`tracekit run --profile-memory`, "
@@ -297,10 +299,15 @@ def memory_timelines(traces: TraceSet, options: MemoryTimelineOptions | None = N
 
 
 class MemoryTimelineAnalyzer:
-    """The Analyzer protocol (analyzers/registry.py): per rank, a RankMemory."""
+    """The Analyzer protocol (analyzers/registry.py): per rank, a RankMemory of the steps the analysis resolved;
+    with many ranks, fewer points each (analyzers/rank_detail.py)."""
 
     name: ClassVar[str] = "memory_timeline"
     Options: ClassVar[type] = MemoryTimelineOptions
+    needs: ClassVar[tuple[str, ...]] = ("steps",)
 
-    def run(self, traces: TraceSet, options: MemoryTimelineOptions) -> dict[int, RankMemory]:
+    def run(self, traces: TraceSet, options: MemoryTimelineOptions, inputs: Mapping = {}) -> dict[int, RankMemory]:
+        if "steps" in inputs:
+            traces = inputs["steps"].traces
+        options = replace(options, memory_points=detail_limit(len(traces)).memory(options.memory_points))
         return memory_timelines(traces, options)
