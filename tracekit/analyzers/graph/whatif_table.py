@@ -18,8 +18,8 @@ import numpy as np
 
 from ... import units
 from ...model.traceset import TraceSet
-from .build import HOST_CHAIN, TRANSFER, Graph
-from .critical_path import CriticalPaths
+from .build import HOST_CHAIN, TRANSFER, Graph, build_graph
+from .critical_path import CriticalPaths, critical_paths
 from .whatif import Spec, measured_step_times, predicted_step_times, scaled_durations
 
 
@@ -161,9 +161,8 @@ class CriticalSection:
 
 @dataclass(frozen=True, slots=True)
 class CriticalPathOptions:
-    critical_path: bool = (
-        True  # analyze() passes False unless asked: the graph over all ranks costs about as much as the analysis
-    )
+    # analyze() passes False unless asked: the graph over all ranks costs about as much as the analysis itself
+    critical_path: bool = True
     window: str | None = None  # None: ProfilerStep#N; else the annotation whose instances are the windows
     dim_map: tuple[str, ...] = ()
     align_clocks: bool = True
@@ -172,9 +171,6 @@ class CriticalPathOptions:
 def critical_section(analysed: TraceSet, window: str | None, comm) -> CriticalSection:
     """The critical path of each step over all ranks and the obvious what-if questions, from one dependency graph
     of the analysed tables."""
-    from .build import build_graph
-    from .critical_path import critical_paths
-
     graph = build_graph(analysed, window, comm)  # once, for the path and the what-ifs
     return CriticalSection(critical_paths(analysed, graph=graph), obvious_questions(analysed, graph))
 
